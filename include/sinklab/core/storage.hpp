@@ -1,0 +1,94 @@
+// Reference-counted, 64-byte aligned host buffers recycled through a size-keyed pool,
+// so a training loop that allocates the same shapes every step stops calling malloc
+// after its first step.
+#pragma once
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace sinklab {
+
+class BlockPool {
+ public:
+  static BlockPool& instance() {
+    static BlockPool* pool = new BlockPool();  // leaked on purpose: outlives static tensors
+    return *pool;
+  }
+
+  void* acquire(std::size_t bytes) {
+    bytes = round_up(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        ++hits_;
+        return p;
+      }
+      ++misses_;
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+
+  void release(void* p, std::size_t bytes) {
+    bytes = round_up(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + bytes <= limit_) {
+        free_[bytes].push_back(p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  // Returns every cached block to the system.
+  void trim() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [bytes, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+  void set_limit(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = bytes;
+  }
+  std::size_t cached_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_;
+  }
+  // Number of allocations that had to go to the system allocator.
+  std::size_t misses() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return misses_;
+  }
+
+ private:
+  static std::size_t round_up(std::size_t b) { return b == 0 ? 64 : (b + 63) / 64 * 64; }
+  mutable std::mutex mu_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_ = 0;
+  std::size_t limit_ = std::size_t{2} << 30;
+  std::size_t hits_ = 0, misses_ = 0;
+};
+
+// Allocates n elements of T from the pool; memory is uninitialised.
+template <class T>
+std::shared_ptr<T[]> allocate_host(std::size_t n) {
+  const std::size_t bytes = n * sizeof(T);
+  T* p = static_cast<T*>(BlockPool::instance().acquire(bytes));
+  return std::shared_ptr<T[]>(p, [bytes](T* q) { BlockPool::instance().release(q, bytes); });
+}
+
+}  // namespace sinklab
