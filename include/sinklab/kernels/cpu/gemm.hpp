@@ -1,0 +1,60 @@
+// GEMM on row-major buffers through Eigen maps (Eigen threads it with OpenMP).
+//   C = alpha · op(A) · op(B) + beta · C,  op(X) = X or Xᵀ
+#pragma once
+#include <Eigen/Core>
+#include <cstdint>
+
+#include "sinklab/core/parallel.hpp"
+
+namespace sinklab::kernels::cpu {
+
+enum class Trans { N, T };
+
+template <class T>
+void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using CMap = Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
+  using MMap = Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
+  MMap c(C, M, N, Eigen::OuterStride<>(ldc));
+  if (K == 0) {
+    if (beta == T(0)) c.setZero();
+    else c *= beta;
+    return;
+  }
+  // Stored shapes: A is M×K (or K×M when transposed), B is K×N (or N×K).
+  CMap a(A, ta == Trans::N ? M : K, ta == Trans::N ? K : M, Eigen::OuterStride<>(lda));
+  CMap b(B, tb == Trans::N ? K : N, tb == Trans::N ? N : K, Eigen::OuterStride<>(ldb));
+  auto run = [&](const auto& x, const auto& y) {
+    if (beta == T(0)) {
+      c.noalias() = alpha * (x * y);
+    } else {
+      if (beta != T(1)) c *= beta;
+      c.noalias() += alpha * (x * y);
+    }
+  };
+  if (ta == Trans::N && tb == Trans::N) run(a, b);
+  else if (ta == Trans::N) run(a, b.transpose());
+  else if (tb == Trans::N) run(a.transpose(), b);
+  else run(a.transpose(), b.transpose());
+}
+
+// Batched GEMM over contiguous row-major matrices: batch i uses A + i·strideA etc. A stride of
+// 0 broadcasts one matrix over the batch (e.g. a weight). Many small products run in parallel
+// over the batch; a single large one is threaded by Eigen.
+template <class T>
+void gemm_batched(Trans ta, Trans tb, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                  int64_t strideA, const T* B, int64_t strideB, T beta, T* C, int64_t strideC) {
+  const int64_t lda = ta == Trans::N ? K : M;
+  const int64_t ldb = tb == Trans::N ? N : K;
+  if (batch == 1) {
+    gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+    return;
+  }
+  parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      gemm(ta, tb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta, C + b * strideC, N);
+  });
+}
+
+}  // namespace sinklab::kernels::cpu
