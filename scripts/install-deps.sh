@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs the Debian packages needed to build and test sinklab, and only those that are
+# missing: silent when everything is present, so `make test` can call it every time.
+set -euo pipefail
+
+packages=(
+  build-essential
+  cmake
+  libeigen3-dev
+  libxsimd-dev
+  doctest-dev
+  libcli11-dev
+  nlohmann-json3-dev
+  gnuplot-nox
+  libopenblas-dev
+  ccache
+)
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install-deps.sh: dpkg-query not found; this script supports Debian/Ubuntu only." >&2
+  echo "install-deps.sh: install these packages (or their equivalents): ${packages[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "install-deps.sh: missing packages: ${missing[*]}" >&2
+  echo "install-deps.sh: run as root (or install sudo), or install them yourself:" >&2
+  echo "  apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps.sh: done"
