@@ -1,0 +1,49 @@
+# Entry points: `make demo` and `make test`. Both first install any missing Debian packages
+# through scripts/install-deps.sh; the build itself is CMake's, this file only drives it.
+
+# The flagship example that `make demo` builds and runs (examples/$(DEMO).cpp).
+DEMO        ?= train_tiny
+DEMO_ARGS   ?=
+
+BUILD_DIR   ?= build
+RELEASE_DIR ?= build-release
+BENCH_DIR   ?= build-bench
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+# CMake runs its own build tool; keep this make's flags (jobserver, -w) away from it.
+CMAKE     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
+CONFIGURE = $(CMAKE) -S . -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+CTEST     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ctest
+
+.PHONY: all deps test demo bench clean
+
+all: test
+
+deps:
+	@bash scripts/install-deps.sh
+
+test: deps
+	@$(CONFIGURE) -B $(BUILD_DIR) > /dev/null
+	@$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
+	@cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j2
+
+demo: deps
+	@$(CONFIGURE) -B $(RELEASE_DIR) -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=ON \
+	  -DSINKLAB_BUILD_BENCH=OFF > /dev/null
+	@$(CMAKE) --build $(RELEASE_DIR) -j $(JOBS) --target $(DEMO)
+	@$(RELEASE_DIR)/examples/$(DEMO) $(DEMO_ARGS)
+
+bench: deps
+	@$(CONFIGURE) -B $(BENCH_DIR) -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=OFF \
+	  -DSINKLAB_BUILD_BENCH=ON > /dev/null
+	@$(CMAKE) --build $(BENCH_DIR) -j $(JOBS)
+	@set -e; for src in bench/*.cpp; do \
+	  [ -e "$$src" ] || continue; \
+	  name=$$(basename "$$src" .cpp); \
+	  echo "== $$name"; \
+	  OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS=2 $(BENCH_DIR)/bench/$$name; \
+	done
+
+clean:
+	@rm -rf $(BUILD_DIR) $(RELEASE_DIR) $(BENCH_DIR)
