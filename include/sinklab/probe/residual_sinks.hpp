@@ -1,0 +1,72 @@
+// Residual sinks (outlier-driven rescaling paper): a few fixed hidden dimensions that carry
+// massive activations. DimensionMaxAbs keeps max |x| per last-axis dimension over every batch
+// added; top(k) lists the largest dimensions.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "sinklab/core/tensor.hpp"
+#include "sinklab/probe/detail/checks.hpp"
+
+namespace sinklab::probe {
+
+struct DimensionValue {
+  int64_t dim;
+  double value;
+};
+
+class DimensionMaxAbs {
+ public:
+  // x [..., D]: any leading axes (batch, tokens) are reduced.
+  template <class T>
+  void add(const Tensor<T>& x) {
+    constexpr std::string_view fn = "probe::DimensionMaxAbs::add";
+    SINKLAB_CHECK(x.defined() && x.rank() >= 1 && x.numel() > 0, fn, ": expected a non-empty [..., D] tensor, got ",
+                  x.defined() ? x.shape().str() : std::string("undefined"));
+    const int64_t D = x.size(-1), rows = x.numel() / D;
+    if (max_.empty()) max_.assign(static_cast<std::size_t>(D), 0.0);
+    SINKLAB_CHECK(static_cast<int64_t>(max_.size()) == D, fn, ": tensor of shape ", x.shape(),
+                  " has last axis ", D, ", earlier tensors had ", max_.size());
+    const Tensor<T> c = x.contiguous();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* p = c.data() + r * D;
+      for (int64_t d = 0; d < D; ++d) max_[d] = std::max(max_[d], std::abs(static_cast<double>(p[d])));
+    }
+  }
+  const std::vector<double>& values() const { return max_; }
+  double max() const {
+    SINKLAB_CHECK(!max_.empty(), "probe::DimensionMaxAbs::max: nothing added");
+    return *std::max_element(max_.begin(), max_.end());
+  }
+  // The k dimensions with the largest max |x|, largest first (ties: lower index first).
+  std::vector<DimensionValue> top(int64_t k) const {
+    SINKLAB_CHECK(!max_.empty(), "probe::DimensionMaxAbs::top: nothing added");
+    std::vector<int64_t> idx(max_.size());
+    std::iota(idx.begin(), idx.end(), int64_t{0});
+    k = std::clamp<int64_t>(k, 0, static_cast<int64_t>(idx.size()));
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
+      return max_[a] != max_[b] ? max_[a] > max_[b] : a < b;
+    });
+    std::vector<DimensionValue> out;
+    for (int64_t i = 0; i < k; ++i) out.push_back({idx[i], max_[idx[i]]});
+    return out;
+  }
+
+ private:
+  std::vector<double> max_;
+};
+
+// max |x| per dimension of one tensor [..., D], as a [D] tensor.
+template <class T>
+Tensor<double> max_abs_per_dim(const Tensor<T>& x) {
+  DimensionMaxAbs acc;
+  acc.add(x);
+  const auto& v = acc.values();
+  return Tensor<double>::from({static_cast<int64_t>(v.size())}, v);
+}
+
+}  // namespace sinklab::probe
