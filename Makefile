@@ -29,6 +29,7 @@ test: deps
 	@cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j2
 
 demo: deps
+	@test -f examples/$(DEMO).cpp || { echo "make demo: examples/$(DEMO).cpp not found (choose one with DEMO=<name>)" >&2; exit 1; }
 	@$(CONFIGURE) -B $(RELEASE_DIR) -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=ON \
 	  -DSINKLAB_BUILD_BENCH=OFF > /dev/null
 	@$(CMAKE) --build $(RELEASE_DIR) -j $(JOBS) --target $(DEMO)
@@ -38,7 +39,8 @@ bench: deps
 	@$(CONFIGURE) -B $(BENCH_DIR) -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=OFF \
 	  -DSINKLAB_BUILD_BENCH=ON > /dev/null
 	@$(CMAKE) --build $(BENCH_DIR) -j $(JOBS)
-	@set -e; for src in bench/*.cpp; do \
+	@set -e; ls bench/*.cpp > /dev/null 2>&1 || echo "make bench: no benchmarks in bench/"; \
+	for src in bench/*.cpp; do \
 	  [ -e "$$src" ] || continue; \
 	  name=$$(basename "$$src" .cpp); \
 	  echo "== $$name"; \
