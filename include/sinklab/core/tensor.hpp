@@ -87,6 +87,8 @@ class Tensor {
   }
   // True when both tensors view the same first element of the same buffer.
   bool shares_storage_with(const Tensor& o) const { return storage_ == o.storage_; }
+  // True when no other tensor or view refers to this buffer (so it may be adopted in place).
+  bool unique_storage() const { return storage_.use_count() == 1; }
 
   T* data() { return storage_.get() + offset_; }
   const T* data() const { return storage_.get() + offset_; }

@@ -1,0 +1,218 @@
+// The reverse-mode core: a Tape records nodes (value, gradient, backward function) in
+// creation order, which is a topological order, so backward() is one reverse sweep.
+// Var<T> is a cheap handle (tape, index). A tape is cleared and reused every step:
+// clear() keeps the node array's capacity and tensors return to the storage pool.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "sinklab/autodiff/parameter.hpp"
+#include "sinklab/core/error.hpp"
+#include "sinklab/core/tensor.hpp"
+#include "sinklab/kernels/cpu/elementwise.hpp"
+
+namespace sinklab::autodiff {
+
+namespace detail {
+inline int& no_grad_depth() {
+  thread_local int depth = 0;
+  return depth;
+}
+}  // namespace detail
+
+// While alive, operations on this thread record no backward functions.
+class no_grad {
+ public:
+  no_grad() { ++detail::no_grad_depth(); }
+  ~no_grad() { --detail::no_grad_depth(); }
+  no_grad(const no_grad&) = delete;
+  no_grad& operator=(const no_grad&) = delete;
+};
+inline bool grad_enabled() { return detail::no_grad_depth() == 0; }
+
+template <class T>
+class Tape;
+
+template <class T>
+struct Var {
+  Tape<T>* tape = nullptr;
+  int32_t id = -1;
+
+  bool defined() const { return tape != nullptr; }
+  const Tensor<T>& value() const { return tape->value(*this); }
+  // The gradient after backward(); undefined when none reached this Var.
+  const Tensor<T>& grad() const { return tape->grad(*this); }
+  const Shape& shape() const { return value().shape(); }
+  int64_t size(int axis) const { return value().size(axis); }
+  int rank() const { return value().rank(); }
+  bool requires_grad() const { return tape->requires_grad(*this); }
+  T item() const { return value().item(); }
+  template <class F>
+  void register_hook(F&& f) const {
+    tape->register_hook(*this, std::forward<F>(f));
+  }
+};
+
+template <class T>
+class Tape {
+ public:
+  // Called with the complete gradient of the recorded output; accumulates into the inputs.
+  using Backward = std::function<void(Tape&, const Tensor<T>& grad_out)>;
+  // A hook sees (and may modify) a Var's complete gradient before it flows further back.
+  using Hook = std::function<void(Tensor<T>& grad)>;
+
+  Tape() { nodes_.reserve(256); }
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  // A leaf holding `value`; its gradient is available after backward() when requires_grad.
+  Var<T> leaf(Tensor<T> value, bool requires_grad = true) {
+    Node& n = push(value.contiguous());
+    n.requires_grad = requires_grad;
+    return last();
+  }
+  Var<T> constant(Tensor<T> value) { return leaf(std::move(value), false); }
+  // A leaf bound to a parameter: shares its value and accumulates into parameter.grad.
+  Var<T> param(Parameter<T>& p) {
+    SINKLAB_CHECK(p.value.defined() && p.value.is_contiguous(), "Tape::param: parameter '", p.name,
+                  "' must hold a defined, contiguous tensor");
+    Node& n = push(p.value);
+    n.requires_grad = p.requires_grad;
+    if (p.requires_grad) {
+      SINKLAB_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape(), "Tape::param: parameter '", p.name,
+                    "' has gradient buffer of shape ", p.grad.shape(), ", expected ", p.value.shape());
+      n.grad = p.grad;
+    }
+    return last();
+  }
+
+  // Records the result of an operation. `backward` is kept only if grad is enabled and
+  // some input requires grad.
+  Var<T> record(Tensor<T> value, std::initializer_list<Var<T>> inputs, Backward backward) {
+    bool rg = false;
+    if (grad_enabled())
+      for (const Var<T>& v : inputs) {
+        check_same_tape(v);
+        rg = rg || nodes_[v.id].requires_grad;
+      }
+    Node& n = push(std::move(value));
+    n.requires_grad = rg;
+    if (rg) n.backward = std::move(backward);
+    return last();
+  }
+  // Same, for operations with a run-time number of inputs.
+  Var<T> record(Tensor<T> value, const std::vector<Var<T>>& inputs, Backward backward) {
+    bool rg = false;
+    if (grad_enabled())
+      for (const Var<T>& v : inputs) {
+        check_same_tape(v);
+        rg = rg || nodes_[v.id].requires_grad;
+      }
+    Node& n = push(std::move(value));
+    n.requires_grad = rg;
+    if (rg) n.backward = std::move(backward);
+    return last();
+  }
+
+  const Tensor<T>& value(Var<T> v) const { return node(v).value; }
+  const Tensor<T>& grad(Var<T> v) const { return node(v).grad; }
+  bool requires_grad(Var<T> v) const { return node(v).requires_grad; }
+
+  // Adds `g` into v's gradient. A uniquely owned contiguous `g` is adopted without a copy.
+  void accumulate(Var<T> v, Tensor<T> g) {
+    Node& n = node(v);
+    if (!n.requires_grad) return;
+    SINKLAB_CHECK(g.shape() == n.value.shape(), "autodiff: gradient of shape ", g.shape(), " for a value of shape ",
+                  n.value.shape(), " (node ", v.id, ")");
+    n.reached = true;
+    if (!n.grad.defined()) {
+      n.grad = (g.unique_storage() && g.is_contiguous()) ? std::move(g) : g.clone();
+      return;
+    }
+    const Tensor<T> gc = g.contiguous();
+    kernels::cpu::add_inplace(n.grad.data(), gc.data(), gc.numel());
+  }
+  // v's gradient buffer for in-place accumulation (zero-filled on first use).
+  Tensor<T>& grad_buffer(Var<T> v) {
+    Node& n = node(v);
+    n.reached = true;
+    if (!n.grad.defined()) n.grad = Tensor<T>::zeros(n.value.shape());
+    return n.grad;
+  }
+
+  template <class F>
+  void register_hook(Var<T> v, F&& f) {
+    Node& n = node(v);
+    hooks_.push_back({Hook(std::forward<F>(f)), n.hook});
+    n.hook = static_cast<int32_t>(hooks_.size() - 1);
+  }
+
+  // Back-propagates from a scalar root (seed 1).
+  void backward(Var<T> root) {
+    SINKLAB_CHECK(node(root).value.numel() == 1, "Tape::backward: root has shape ", node(root).value.shape(),
+                  "; pass a seed gradient for non-scalar roots");
+    backward(root, Tensor<T>::ones(node(root).value.shape()));
+  }
+  void backward(Var<T> root, Tensor<T> seed) {
+    Node& r = node(root);
+    SINKLAB_CHECK(r.requires_grad, "Tape::backward: the root does not depend on anything that requires grad");
+    accumulate(root, std::move(seed));
+    for (int32_t i = root.id; i >= 0; --i) {
+      Node& n = nodes_[i];
+      if (!n.reached) continue;
+      for (int32_t h = n.hook; h >= 0; h = hooks_[h].next) hooks_[h].fn(n.grad);
+      if (n.backward) {
+        // Each backward function runs once: it is released as it runs, with what it captured.
+        Backward fn = std::move(n.backward);
+        fn(*this, n.grad);
+      }
+    }
+  }
+
+  // Drops every node; capacity is kept for the next step.
+  void clear() {
+    nodes_.clear();
+    hooks_.clear();
+  }
+  std::size_t size() const { return nodes_.size(); }
+  std::size_t capacity() const { return nodes_.capacity(); }
+
+ private:
+  struct Node {
+    Tensor<T> value;
+    Tensor<T> grad;
+    Backward backward;
+    bool requires_grad = false;
+    bool reached = false;
+    int32_t hook = -1;
+  };
+  struct HookEntry {
+    Hook fn;
+    int32_t next;
+  };
+
+  Node& push(Tensor<T> value) {
+    SINKLAB_CHECK(value.defined(), "autodiff: recording an undefined tensor");
+    nodes_.push_back(Node{std::move(value), {}, {}, false, false, -1});
+    return nodes_.back();
+  }
+  Var<T> last() { return Var<T>{this, static_cast<int32_t>(nodes_.size() - 1)}; }
+  void check_same_tape(Var<T> v) const {
+    SINKLAB_CHECK(v.tape == this, "autodiff: an operation mixes Vars from different tapes (or an undefined Var)");
+  }
+  Node& node(Var<T> v) {
+    check_same_tape(v);
+    SINKLAB_CHECK(v.id >= 0 && v.id < static_cast<int32_t>(nodes_.size()), "autodiff: Var id ", v.id,
+                  " is not on this tape (was the tape cleared?)");
+    return nodes_[v.id];
+  }
+  const Node& node(Var<T> v) const { return const_cast<Tape*>(this)->node(v); }
+
+  std::vector<Node> nodes_;
+  std::vector<HookEntry> hooks_;
+};
+
+}  // namespace sinklab::autodiff

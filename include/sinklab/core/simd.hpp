@@ -1,0 +1,107 @@
+// SIMD helpers over xsimd: element functions written once as templates over V, where V is
+// a scalar (float, double) or an xsimd batch, and loops that run them vectorised with a
+// scalar tail for any length.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <xsimd/xsimd.hpp>
+
+namespace sinklab::simd {
+
+template <class T>
+using batch = xsimd::batch<T>;
+
+template <class V>
+struct is_batch : std::false_type {};
+template <class T, class A>
+struct is_batch<xsimd::batch<T, A>> : std::true_type {};
+
+// 1 where x > 0, else 0, for scalars and batches alike.
+template <class V>
+inline V positive_mask(const V& x) {
+  if constexpr (is_batch<V>::value) {
+    return xsimd::select(x > V(0), V(1), V(0));
+  } else {
+    return x > V(0) ? V(1) : V(0);
+  }
+}
+
+template <class V>
+inline V vmax(const V& a, const V& b) {
+  if constexpr (is_batch<V>::value) return xsimd::max(a, b);
+  else return std::max(a, b);
+}
+template <class V>
+inline V vmin(const V& a, const V& b) {
+  if constexpr (is_batch<V>::value) return xsimd::min(a, b);
+  else return std::min(a, b);
+}
+
+// y[i] = f(x[i]) over [0, n).
+template <class T, class F>
+inline void apply(const T* x, T* y, int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(batch<T>::load_unaligned(x + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] = f(x[i]);
+}
+// y[i] = f(a[i], b[i]).
+template <class T, class F>
+inline void apply(const T* a, const T* b, T* y, int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(batch<T>::load_unaligned(a + i), batch<T>::load_unaligned(b + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] = f(a[i], b[i]);
+}
+// y[i] = f(a[i], b[i], c[i]).
+template <class T, class F>
+inline void apply(const T* a, const T* b, const T* c, T* y, int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    f(batch<T>::load_unaligned(a + i), batch<T>::load_unaligned(b + i), batch<T>::load_unaligned(c + i))
+        .store_unaligned(y + i);
+  for (; i < n; ++i) y[i] = f(a[i], b[i], c[i]);
+}
+
+// Sum, max and dot of a contiguous range (vector accumulators, then a horizontal reduction).
+template <class T>
+inline T sum(const T* x, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc += batch<T>::load_unaligned(x + i);
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+template <class T>
+inline T dot(const T* a, const T* b, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = xsimd::fma(batch<T>::load_unaligned(a + i), batch<T>::load_unaligned(b + i), acc);
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+template <class T>
+inline T max(const T* x, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  if (n >= W) {
+    batch<T> acc = batch<T>::load_unaligned(x);
+    for (i = W; i + W <= n; i += W) acc = xsimd::max(acc, batch<T>::load_unaligned(x + i));
+    alignas(64) T buf[W];
+    acc.store_aligned(buf);
+    for (int64_t k = 0; k < W; ++k) m = std::max(m, buf[k]);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+}  // namespace sinklab::simd

@@ -1,0 +1,101 @@
+// The tape itself: accumulation, hooks, no_grad, reuse without reallocation, errors,
+// and that gradcheck catches a wrong gradient.
+#include <doctest/doctest.h>
+
+#include "sinklab/autodiff/autodiff.hpp"
+
+using namespace sinklab;
+using namespace sinklab::autodiff;
+
+TEST_CASE("tape: gradients accumulate over uses and into parameters across backward calls") {
+  Parameter<double> w("w", Tensor<double>::from({2}, {1.0, -2.0}));
+  for (int step = 0; step < 2; ++step) {
+    Tape<double> t;
+    auto x = t.param(w);
+    auto y = sum(x * x + x);  // dy/dx = 2x + 1
+    t.backward(y);
+  }
+  CHECK(w.grad(0) == doctest::Approx(2 * 3.0));
+  CHECK(w.grad(1) == doctest::Approx(2 * -3.0));
+  w.zero_grad();
+  CHECK(w.grad(0) == 0.0);
+}
+
+TEST_CASE("tape: hooks observe and may rewrite a gradient before it flows on") {
+  Tape<double> t;
+  auto x = t.leaf(Tensor<double>::from({3}, {1, 2, 3}));
+  auto h = x * 2.0;
+  Tensor<double> seen;
+  h.register_hook([&](Tensor<double>& g) { seen = g.clone(); });
+  h.register_hook([&](Tensor<double>& g) { g.fill(10.0); });  // hooks run newest first
+  auto y = sum(h * h);
+  t.backward(y);
+  // dy/dh = 2h = [4, 8, 12], but the newest hook runs first and rewrites it to 10, so the
+  // older hook sees 10 and so does x.
+  CHECK(seen(1) == 10.0);
+  CHECK(x.grad()(0) == 20.0);  // rewritten 10 · dh/dx = 2
+}
+
+TEST_CASE("tape: no_grad records no backward and marks outputs as not requiring grad") {
+  Tape<float> t;
+  auto x = t.leaf(Tensor<float>::ones({4}));
+  Var<float> y;
+  {
+    no_grad ng;
+    CHECK_FALSE(grad_enabled());
+    y = exp(x);
+  }
+  CHECK(grad_enabled());
+  CHECK_FALSE(y.requires_grad());
+  CHECK_THROWS_WITH_AS(t.backward(sum(y)), doctest::Contains("does not depend"), Error);
+}
+
+TEST_CASE("tape: clear() and reuse keep capacity and stop allocating after the first step") {
+  Tape<float> t;
+  Parameter<float> w("w", Rng(1).normal<float>({64, 64}));
+  auto x0 = Rng(2).normal<float>({32, 64});
+  std::size_t misses_after_first = 0, cap = 0;
+  for (int step = 0; step < 5; ++step) {
+    t.clear();
+    auto x = t.constant(x0);
+    auto y = mean(square(tanh(matmul(x, t.param(w)))));
+    t.backward(y);
+    if (step == 1) {
+      misses_after_first = BlockPool::instance().misses();
+      cap = t.capacity();
+    }
+  }
+  CHECK(BlockPool::instance().misses() == misses_after_first);
+  CHECK(t.capacity() == cap);
+}
+
+TEST_CASE("tape: errors name the operation and shapes") {
+  Tape<float> t, other;
+  auto a = t.leaf(Tensor<float>::zeros({2, 3}));
+  auto b = t.leaf(Tensor<float>::zeros({4, 5}));
+  CHECK_THROWS_WITH_AS(matmul(a, b), doctest::Contains("matmul: inner dimensions differ: [2, 3] · [4, 5]"), Error);
+  CHECK_THROWS_WITH_AS(a + t.leaf(Tensor<float>::zeros({2, 4})), doctest::Contains("[2, 3] and [2, 4] cannot be broadcast"), Error);
+  CHECK_THROWS_WITH_AS(a + other.leaf(Tensor<float>::zeros({2, 3})), doctest::Contains("different tapes"), Error);
+  CHECK_THROWS_WITH_AS(reshape(a, {5}), doctest::Contains("reshape: cannot reshape [2, 3]"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(a, Tensor<int32_t>::from({2}, {0, 3})), doctest::Contains("target 3"), Error);
+  CHECK_THROWS_WITH_AS(embedding(a, Tensor<int32_t>::from({1}, {2})), doctest::Contains("id 2"), Error);
+  CHECK_THROWS_WITH_AS(t.backward(a), doctest::Contains("root has shape [2, 3]"), Error);
+}
+
+TEST_CASE("gradcheck reports a wrong gradient") {
+  Parameter<double> p("x", Rng(5).normal<double>({6}));
+  auto wrong_square = [&](Tape<double>& t) {
+    auto x = t.param(p);
+    const Tensor<double> xv = x.value();
+    Tensor<double> y = Tensor<double>::empty(xv.shape());
+    for (int64_t i = 0; i < xv.numel(); ++i) y.data()[i] = xv.data()[i] * xv.data()[i];
+    return t.record(y, {x}, [x, xv](Tape<double>& tp, const Tensor<double>& g) {
+      Tensor<double> gx = Tensor<double>::empty(g.shape());
+      for (int64_t i = 0; i < g.numel(); ++i) gx.data()[i] = 2.1 * xv.data()[i] * g.data()[i];  // should be 2x
+      tp.accumulate(x, gx);
+    });
+  };
+  auto r = gradcheck(wrong_square, {&p});
+  CHECK_FALSE(r.ok);
+  CHECK(r.max_error > 0.04);
+}
