@@ -1,0 +1,72 @@
+// Linear (x·W [+ b]) and Embedding layers.
+//
+// Weights are stored [in, out] so the forward is one GEMM without a transpose; PyTorch
+// stores nn.Linear weights [out, in] (transpose when exchanging checkpoints).
+#pragma once
+#include <string>
+
+#include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/nn/init.hpp"
+#include "sinklab/nn/module.hpp"
+
+namespace sinklab::nn {
+
+template <class T>
+struct Linear {
+  Parameter<T> weight;  // [in, out]
+  Parameter<T> bias;    // [out], undefined when bias = false
+  int64_t in = 0, out = 0;
+  std::string name;
+
+  Linear() = default;
+  Linear(std::string prefix, int64_t in_features, int64_t out_features, Rng& rng, Init init = Init::normal(),
+         bool with_bias = false)
+      : in(in_features), out(out_features), name(std::move(prefix)) {
+    SINKLAB_CHECK(in > 0 && out > 0, "Linear '", name, "': features must be positive, got in=", in, " out=", out);
+    weight = Parameter<T>(join_name(name, "weight"), make_tensor<T>({in, out}, init, rng));
+    if (with_bias) bias = Parameter<T>(join_name(name, "bias"), Tensor<T>::zeros({out}));
+  }
+
+  bool has_bias() const { return bias.value.defined(); }
+
+  // x [..., in] → [..., out]
+  autodiff::Var<T> operator()(autodiff::Tape<T>& tape, autodiff::Var<T> x) {
+    SINKLAB_CHECK(x.rank() >= 1 && x.shape()[-1] == in, "Linear '", name, "': input of shape ", x.shape(),
+                  " has last axis ", (x.rank() ? x.shape()[-1] : 0), ", expected ", in);
+    auto y = x.rank() == 1 ? reshape(matmul(reshape(x, {1, in}), tape.param(weight)), {out})
+                           : matmul(x, tape.param(weight));
+    return has_bias() ? y + tape.param(bias) : y;
+  }
+
+  template <class V>
+  void parameters(V&& visit) {
+    visit(weight);
+    if (has_bias()) visit(bias);
+  }
+};
+
+template <class T>
+struct Embedding {
+  Parameter<T> weight;  // [vocab, dim]
+  int64_t vocab = 0, dim = 0;
+  std::string name;
+
+  Embedding() = default;
+  Embedding(std::string prefix, int64_t vocab_size, int64_t d, Rng& rng, Init init = Init::normal())
+      : vocab(vocab_size), dim(d), name(std::move(prefix)) {
+    SINKLAB_CHECK(vocab > 0 && dim > 0, "Embedding '", name, "': sizes must be positive, got vocab=", vocab,
+                  " dim=", dim);
+    weight = Parameter<T>(join_name(name, "weight"), make_tensor<T>({vocab, dim}, init, rng));
+  }
+
+  autodiff::Var<T> operator()(autodiff::Tape<T>& tape, const Tensor<int32_t>& ids) {
+    return autodiff::embedding(tape.param(weight), ids);
+  }
+
+  template <class V>
+  void parameters(V&& visit) {
+    visit(weight);
+  }
+};
+
+}  // namespace sinklab::nn
