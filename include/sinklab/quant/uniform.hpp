@@ -1,0 +1,104 @@
+// Uniform integer fake quantization: q = clamp(round(x / scale) + zero_point, qmin, qmax),
+// x̂ = (q − zero_point) · scale, so every x̂ is scale × an integer of [qmin − zp, qmax − zp].
+// Rounding is to nearest with ties to even (rounding.hpp). Scales are fp32 values, as they
+// would be stored next to integer weights; the arithmetic runs in double.
+//
+//   UniformQuantizer::symmetric(clip, bits)      zero point 0, integers [−(2^(b−1)−1), 2^(b−1)−1]
+//                                                (narrow range, so ±clip map to ±qmax), scale = clip / qmax
+//   UniformQuantizer::asymmetric(lo, hi, bits)   integers [0, 2^b − 1], range widened to contain 0 so
+//                                                that 0 is exact, scale = (hi − lo)/(2^b − 1),
+//                                                zero point = round(−lo / scale)
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "sinklab/core/error.hpp"
+#include "sinklab/core/tensor.hpp"
+#include "sinklab/quant/rounding.hpp"
+
+namespace sinklab::quant {
+
+struct UniformQuantizer {
+  float scale = 1.f;
+  int32_t zero_point = 0;
+  int32_t qmin = -127, qmax = 127;
+
+  static UniformQuantizer symmetric(double clip, int bits = 8) {
+    SINKLAB_CHECK(bits >= 2 && bits <= 16, "quant::UniformQuantizer::symmetric: bits must be in [2, 16], got ", bits);
+    SINKLAB_CHECK(std::isfinite(clip) && clip >= 0, "quant::UniformQuantizer::symmetric: clip must be finite and >= 0, got ",
+                  clip);
+    UniformQuantizer q;
+    q.qmax = (1 << (bits - 1)) - 1;
+    q.qmin = -q.qmax;
+    q.zero_point = 0;
+    // An all-zero tensor keeps scale 1: everything quantizes to 0 exactly.
+    q.scale = clip > 0 ? static_cast<float>(clip / q.qmax) : 1.f;
+    SINKLAB_CHECK(q.scale > 0, "quant::UniformQuantizer::symmetric: clip ", clip, " underflows an fp32 scale");
+    return q;
+  }
+
+  static UniformQuantizer asymmetric(double lo, double hi, int bits = 8) {
+    constexpr std::string_view fn = "quant::UniformQuantizer::asymmetric";
+    SINKLAB_CHECK(bits >= 2 && bits <= 16, fn, ": bits must be in [2, 16], got ", bits);
+    SINKLAB_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, fn, ": range [", lo, ", ", hi,
+                  "] must be finite and ordered");
+    lo = std::min(lo, 0.0);
+    hi = std::max(hi, 0.0);
+    UniformQuantizer q;
+    q.qmin = 0;
+    q.qmax = (1 << bits) - 1;
+    q.scale = hi > lo ? static_cast<float>((hi - lo) / q.qmax) : 1.f;
+    SINKLAB_CHECK(q.scale > 0, fn, ": range [", lo, ", ", hi, "] underflows an fp32 scale");
+    q.zero_point = static_cast<int32_t>(std::clamp(round_half_even(-lo / q.scale), 0.0, static_cast<double>(q.qmax)));
+    return q;
+  }
+
+  int32_t quantize(double x) const {
+    const double q = round_half_even(x / static_cast<double>(scale)) + zero_point;
+    return static_cast<int32_t>(std::clamp(q, static_cast<double>(qmin), static_cast<double>(qmax)));
+  }
+  double dequantize(int32_t q) const { return static_cast<double>(q - zero_point) * static_cast<double>(scale); }
+  double fake(double x) const { return dequantize(quantize(x)); }
+};
+
+// Quantize → dequantize every element; the result is a new contiguous tensor.
+template <class T>
+Tensor<T> fake_quantize(const Tensor<T>& x, const UniformQuantizer& q) {
+  SINKLAB_CHECK(x.defined(), "quant::fake_quantize: undefined tensor");
+  const Tensor<T> c = x.contiguous();
+  Tensor<T> out = Tensor<T>::empty(x.shape());
+  for (int64_t i = 0; i < c.numel(); ++i) out.data()[i] = static_cast<T>(q.fake(static_cast<double>(c.data()[i])));
+  return out;
+}
+
+// Mean squared error of fake quantization, in double.
+template <class T>
+double fake_quantize_mse(const Tensor<T>& x, const UniformQuantizer& q) {
+  const Tensor<T> c = x.contiguous();
+  double s = 0;
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    const double v = static_cast<double>(c.data()[i]);
+    const double e = v - static_cast<double>(static_cast<T>(q.fake(v)));
+    s += e * e;
+  }
+  return c.numel() > 0 ? s / static_cast<double>(c.numel()) : 0.0;
+}
+
+namespace detail {
+template <class T>
+void absmax_and_range(std::string_view fn, const Tensor<T>& x, double& lo, double& hi) {
+  SINKLAB_CHECK(x.defined() && x.numel() > 0, fn, ": empty or undefined tensor");
+  const Tensor<T> c = x.contiguous();
+  lo = hi = static_cast<double>(c.data()[0]);
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    const double v = static_cast<double>(c.data()[i]);
+    SINKLAB_CHECK(std::isfinite(v), fn, ": non-finite value ", v, " at flat index ", i, " of a tensor of shape ",
+                  x.shape());
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+}
+}  // namespace detail
+
+}  // namespace sinklab::quant

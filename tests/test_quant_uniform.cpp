@@ -1,0 +1,111 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "sinklab/core/rng.hpp"
+#include "sinklab/quant/int8_weight.hpp"
+#include "sinklab/quant/minmax_observer.hpp"
+#include "sinklab/quant/rounding.hpp"
+#include "sinklab/quant/uniform.hpp"
+
+using namespace sinklab;
+using namespace sinklab::quant;
+
+TEST_CASE("round_half_even: ties go to the even integer") {
+  CHECK(round_half_even(0.5) == 0.0);
+  CHECK(round_half_even(1.5) == 2.0);
+  CHECK(round_half_even(2.5) == 2.0);
+  CHECK(round_half_even(-0.5) == 0.0);
+  CHECK(round_half_even(-1.5) == -2.0);
+  CHECK(round_half_even(-2.5) == -2.0);
+  CHECK(round_half_even(2.4999) == 2.0);
+  CHECK(round_half_even(2.5001) == 3.0);
+  CHECK(round_half_even(-7.6) == -8.0);
+  CHECK(round_half_even(1e17 + 2) == 1e17 + 2);
+}
+
+TEST_CASE("UniformQuantizer: symmetric narrow range and asymmetric with an exact zero") {
+  const auto s = UniformQuantizer::symmetric(127.0, 8);
+  CHECK(s.scale == 1.f);
+  CHECK(s.qmin == -127);
+  CHECK(s.qmax == 127);
+  CHECK(s.quantize(2.5) == 2);  // tie → even
+  CHECK(s.quantize(3.5) == 4);
+  CHECK(s.quantize(300) == 127);
+  CHECK(s.quantize(-300) == -127);
+  CHECK(UniformQuantizer::symmetric(7.0, 4).qmax == 7);
+  const auto a = UniformQuantizer::asymmetric(2.0, 5.0, 8);  // widened to [0, 5]
+  CHECK(a.zero_point == 0);
+  CHECK(a.fake(0.0) == 0.0);
+  CHECK_THROWS_WITH_AS(UniformQuantizer::asymmetric(1.0, -1.0), doctest::Contains("ordered"), Error);
+  CHECK_THROWS_AS(UniformQuantizer::symmetric(NAN), Error);
+}
+
+TEST_CASE_TEMPLATE("INT8 weights: values already on the grid are lossless", T, float, double) {
+  // W = k / 32 with integers k in [−127, 127] (both ends present): the full range gives scale 1/32.
+  Rng rng(1);
+  auto W = Tensor<T>::empty({16, 24});
+  for (int64_t i = 0; i < W.numel(); ++i) W.data()[i] = T(rng.randint(-127, 128)) / T(32);
+  W.data()[0] = T(127) / T(32);
+  W.data()[1] = T(-127) / T(32);
+  const auto q = quantize_weight_mse(W);
+  CHECK(q.clip_ratio == 1.0);
+  CHECK(q.quantizer.scale == 1.f / 32);
+  CHECK(q.mse == 0.0);
+  CHECK(q.values.to_vector() == W.to_vector());
+}
+
+TEST_CASE_TEMPLATE("INT8 weights: MSE range search lands on the grid and minimises the error", T, float, double) {
+  Rng rng(2);
+  auto W = rng.normal<T>({64, 48}, T(0), T(0.05));
+  W(3, 7) = T(1.5);  // an outlier makes clipping worth considering
+  const auto q = quantize_weight_mse(W, 8, 100);
+  const double scale = q.quantizer.scale;
+  CHECK(q.quantizer.zero_point == 0);
+  for (int64_t i = 0; i < W.numel(); ++i) {
+    const double v = static_cast<double>(q.values.data()[i]);
+    const double k = round_half_even(v / scale);
+    CHECK(std::abs(k) <= 127);
+    CHECK(q.values.data()[i] == static_cast<T>(k * scale));  // scale × integer, nothing else
+  }
+  CHECK(q.mse == doctest::Approx(fake_quantize_mse(W, q.quantizer)));
+  // No candidate of the grid does better.
+  for (int k = 1; k <= 100; ++k)
+    CHECK(fake_quantize_mse(W, UniformQuantizer::symmetric(k / 100.0 * 1.5, 8)) >= q.mse);
+  CHECK(q.clip_ratio < 1.0);  // with one outlier at 30σ, the full range wastes resolution
+  // All-zero weights: scale 1, exact zeros.
+  const auto z = quantize_weight_mse(Tensor<T>::zeros({4, 4}));
+  CHECK(z.mse == 0.0);
+  CHECK(z.values.to_vector() == std::vector<T>(16, T(0)));
+  auto bad = W.clone();
+  bad(0, 0) = std::numeric_limits<T>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(quantize_weight_mse(bad), doctest::Contains("non-finite"), Error);
+}
+
+TEST_CASE_TEMPLATE("MinMaxObserver: asymmetric activation ranges from calibration batches", T, float, double) {
+  MinMaxObserver obs;
+  CHECK_THROWS_WITH_AS(obs.quantizer(), doctest::Contains("no calibration batch"), Error);
+  obs.observe(Tensor<T>::from({2, 2}, {T(-1), T(2), T(0.5), T(1)}));
+  obs.observe(Tensor<T>::from({3}, {T(0.5), T(3), T(-0.25)}));
+  CHECK(obs.batches() == 2);
+  CHECK(obs.min() == -1.0);
+  CHECK(obs.max() == 3.0);
+  const auto q = obs.quantizer();
+  CHECK(q.scale == static_cast<float>(4.0 / 255));
+  CHECK(q.zero_point == 64);  // round(1 / (4/255)) = round(63.75)
+  CHECK(q.qmin == 0);
+  CHECK(q.qmax == 255);
+  CHECK(q.fake(0.0) == 0.0);
+  // Every integer level is reproduced exactly; values outside the range clamp to its ends.
+  auto grid = Tensor<T>::empty({256});
+  for (int k = 0; k < 256; ++k) grid(k) = static_cast<T>((k - 64) * static_cast<double>(q.scale));
+  CHECK(obs.fake_quantize(grid).to_vector() == grid.to_vector());
+  const auto out = obs.fake_quantize(Tensor<T>::from({2}, {T(10), T(-5)}));
+  CHECK(out(0) == static_cast<T>(191 * static_cast<double>(q.scale)));
+  CHECK(out(1) == static_cast<T>(-64 * static_cast<double>(q.scale)));
+  // Positive-only activations still contain 0 in their range.
+  MinMaxObserver pos;
+  pos.observe(Tensor<T>::from({2}, {T(1), T(2)}));
+  CHECK(pos.quantizer().zero_point == 0);
+  CHECK(pos.min() == 1.0);
+}
