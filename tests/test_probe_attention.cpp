@@ -123,7 +123,13 @@ TEST_CASE("attn_to_key: a query mask picks the query set, per sequence or shared
   CHECK_THROWS_WITH_AS(attn_to_key(A, 0, Tensor<uint8_t>::zeros({6})), doctest::Contains("selects no query"), Error);
   CHECK_THROWS_WITH_AS(attn_to_key(A, 0, Tensor<uint8_t>::ones({5})), doctest::Contains("[2, 6] or [6]"), Error);
   CHECK_THROWS_WITH_AS(attn_to_key(A, 6), doctest::Contains("key index 6"), Error);
-  CHECK_THROWS_WITH_AS(sink_score(Tensor<double>::zeros({1, 1, 4, 5})), doctest::Contains("not square"), Error);
+  CHECK_THROWS_WITH_AS(delta_logit(Tensor<double>::zeros({1, 1, 4, 5})), doctest::Contains("not square"), Error);
+  // Extra keys (S > T, e.g. registers at keys T..S−1): every query on the last key.
+  auto reg = Tensor<double>::zeros({1, 1, 4, 6});
+  for (int64_t i = 0; i < 4; ++i) reg(0, 0, i, 5) = 1.0;
+  CHECK(sink_score(reg).key[0] == 5);
+  CHECK(attn_to_key(reg, 5)[0] == 1.0);
+  CHECK_THROWS_WITH_AS(sink_rate(reg, 5), doctest::Contains("no query"), Error);
   CHECK_THROWS_WITH_AS(sink_score(Tensor<double>::zeros({4, 4})), doctest::Contains("expected rank 4"), Error);
 }
 

@@ -127,6 +127,9 @@ TEST_CASE_TEMPLATE("value norms: ‖v‖, ‖W_O v‖ and the value-norm ratio",
   const auto ratio = value_norm_ratio(V, W, 0);
   CHECK(ratio[0] == doctest::Approx(0.2 / 3.0));
   CHECK(ratio[1] == doctest::Approx(1.0 / ((1.0 + std::sqrt(2.0)) / 2)));
+  // Per-sequence norm tables [B, H, T] are averaged over the batch first.
+  auto table = Tensor<T>::from({2, 1, 3}, {T(1), T(4), T(2), T(3), T(4), T(6)});  // batch mean (2, 4, 4)
+  CHECK(norm_ratio_to_others(table, 0)[0] == doctest::Approx(0.5));
   // A PyTorch-layout weight [D, H·d_h] goes in transposed (a view).
   CHECK(output_value_norms(V, W.transpose(0, 1).contiguous().transpose(0, 1))(0, 1) == doctest::Approx(6.0));
   CHECK_THROWS_WITH_AS(output_value_norms(V, W.transpose(0, 1)), doctest::Contains("transpose"), Error);

@@ -1,5 +1,6 @@
-// Attention-sink strength read from attention probabilities A [B, H, T, T]
-// (A(b, h, i, j): query i attends to key j; rows sum to 1).
+// Attention-sink strength read from attention probabilities A [B, H, T, S]
+// (A(b, h, i, j): query i attends to key j; rows sum to 1; S = T for plain self-attention, and
+// S may differ when extra keys such as registers are present).
 //
 //   attn_to_key(A, s)         Attn_<s>: mean attention to key s over a query set (VGA; all queries,
 //                             or those a [B, T] / [T] mask selects, e.g. non-trigger queries)
@@ -21,6 +22,12 @@ namespace sinklab::probe {
 namespace detail {
 template <class T>
 void require_attention(std::string_view fn, const Tensor<T>& A) {
+  require_rank(fn, "attention", A, 4, "[B, H, T, S]");
+  require_nonempty(fn, "attention", A);
+}
+// Causal metrics compare query and key positions, so they need S = T.
+template <class T>
+void require_square_attention(std::string_view fn, const Tensor<T>& A) {
   require_rank(fn, "attention", A, 4, "[B, H, T, T]");
   SINKLAB_CHECK(A.size(2) == A.size(3), fn, ": attention of shape ", A.shape(),
                 " is not square in its last two axes (expected [B, H, T, T])");
@@ -74,20 +81,20 @@ PerHead attn_to_key(const Tensor<T>& A, int64_t s) {
   return attn_to_key(A, s, Tensor<uint8_t>::ones({A.defined() && A.rank() == 4 ? A.size(2) : 0}));
 }
 
-// ā_j = mean over batch and queries of A_bij, as a [H, T] tensor.
+// ā_j = mean over batch and queries of A_bij, as a [H, S] tensor.
 template <class T>
 Tensor<double> key_attention_means(const Tensor<T>& A) {
   detail::require_attention("probe::key_attention_means", A);
-  const int64_t B = A.size(0), H = A.size(1), Tq = A.size(2);
+  const int64_t B = A.size(0), H = A.size(1), Tq = A.size(2), S = A.size(3);
   const Tensor<T> a = A.contiguous();
   const T* p = a.data();
-  Tensor<double> out = Tensor<double>::zeros({H, Tq});
+  Tensor<double> out = Tensor<double>::zeros({H, S});
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
-      double* o = out.data() + h * Tq;
-      const T* m = p + (b * H + h) * Tq * Tq;
+      double* o = out.data() + h * S;
+      const T* m = p + (b * H + h) * Tq * S;
       for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t j = 0; j < Tq; ++j) o[j] += static_cast<double>(m[i * Tq + j]);
+        for (int64_t j = 0; j < S; ++j) o[j] += static_cast<double>(m[i * S + j]);
     }
   const double inv = 1.0 / static_cast<double>(B * Tq);
   for (int64_t k = 0; k < out.numel(); ++k) out.data()[k] *= inv;

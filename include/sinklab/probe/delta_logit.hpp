@@ -19,7 +19,7 @@ template <class T, class M>
 PerHead delta_logit(const Tensor<T>& logits, int64_t s, const Tensor<M>& query_mask,
                     bool include_diagonal = false) {
   constexpr std::string_view fn = "probe::delta_logit";
-  detail::require_attention(fn, logits);
+  detail::require_square_attention(fn, logits);
   detail::require_key(fn, logits, s);
   detail::require_query_mask(fn, logits, query_mask);
   const int64_t B = logits.size(0), H = logits.size(1), Tq = logits.size(2);

@@ -1,5 +1,5 @@
 // Thresholded sink rate and column statistics of the gradient-sinks paper (eqs. 1-2), on
-// attention probabilities A [B, H, T, T]. Positions are 0-based here (the paper's s = 1 is s = 0).
+// attention probabilities A [B, H, T, S] (queries t and key s share positions: t runs s..T−1). Positions are 0-based here (the paper's s = 1 is s = 0).
 //
 //   α_s^h  = (1/T_ε) Σ_{t=s}^{s+T_ε-1} a_ts          Sink_s^ε = (1/H) Σ_h 1[α_s^h > ε]
 //   M̄_s^h = (1/(T-s)) Σ_{t=s}^{T-1} a_ts            S̄_s^h = (1/(T-s)) Σ_{t=s}^{T-1} a_ts²
@@ -29,6 +29,7 @@ SinkRate sink_rate(const Tensor<T>& A, int64_t s = 0, double epsilon = 0.3, int6
   detail::require_key(fn, A, s);
   SINKLAB_CHECK(T_eps > 0, fn, ": T_eps must be positive, got ", T_eps);
   const int64_t B = A.size(0), H = A.size(1), Tq = A.size(2);
+  SINKLAB_CHECK(s < Tq, fn, ": position ", s, " has no query at or after it in attention ", A.shape());
   const int64_t end = std::min(Tq, s + T_eps);
   SinkRate out;
   out.epsilon = epsilon;
@@ -57,6 +58,7 @@ ColumnMass column_mass(const Tensor<T>& A, int64_t s = 0) {
   detail::require_attention(fn, A);
   detail::require_key(fn, A, s);
   const int64_t B = A.size(0), H = A.size(1), Tq = A.size(2);
+  SINKLAB_CHECK(s < Tq, fn, ": position ", s, " has no query at or after it in attention ", A.shape());
   const double n = static_cast<double>(B * (Tq - s));
   ColumnMass out;
   for (int64_t h = 0; h < H; ++h) {

@@ -1,8 +1,9 @@
 // Value-state norms per head and token (VGA's ‖Val_<s>‖, NOP-vs-broadcast's value-norm ratio).
 //
 //   V    [B, H, T, d_h]  value states per head
-//   W_O  [H·d_h, D]      output projection in the y·W convention (head h owns rows h·d_h ..
-//                        (h+1)·d_h − 1); pass a PyTorch-layout weight [D, H·d_h] as W.transpose(0, 1)
+//   W_O  [H·d_h, D]      output projection in the y·W convention of nn::Linear ([in, out]; head h
+//                        owns rows h·d_h .. (h+1)·d_h − 1); a PyTorch-layout weight [D, H·d_h] is
+//                        passed as W.transpose(0, 1)
 //
 //   value_norms(V)                 ‖v_t‖ per head and token, batch mean, [H, T]
 //   output_value_norms(V, W_O)     ‖W_O v_t‖ (the head's write to the residual stream), [H, T]
@@ -68,10 +69,20 @@ Tensor<double> output_value_norms(const Tensor<T>& V, const Tensor<T>& W_O) {
 }
 
 // Ratio of token s's norm to the mean norm of the other tokens, per head, from a [H, T] table
-// such as value_norms() or output_value_norms() return.
-inline PerHead norm_ratio_to_others(const Tensor<double>& norms, int64_t s) {
+// such as value_norms() or output_value_norms() return, or from per-sequence norms [B, H, T]
+// (e.g. the attention recorder's value_norms), which are first averaged over the batch.
+template <class T>
+PerHead norm_ratio_to_others(const Tensor<T>& table, int64_t s) {
   constexpr std::string_view fn = "probe::norm_ratio_to_others";
-  detail::require_rank(fn, "norms", norms, 2, "[H, T]");
+  SINKLAB_CHECK(table.defined() && (table.rank() == 2 || table.rank() == 3), fn,
+                ": expected norms [H, T] or [B, H, T], got ",
+                table.defined() ? table.shape().str() : std::string("undefined"));
+  detail::require_nonempty(fn, "norms", table);
+  const Tensor<T> c = table.rank() == 2 ? table.contiguous().view({1, table.size(0), table.size(1)}) : table.contiguous();
+  Tensor<double> norms = Tensor<double>::zeros({c.size(1), c.size(2)});
+  for (int64_t b = 0; b < c.size(0); ++b)
+    for (int64_t k = 0; k < norms.numel(); ++k)
+      norms.data()[k] += static_cast<double>(c.data()[b * norms.numel() + k]) / static_cast<double>(c.size(0));
   const int64_t H = norms.size(0), Tn = norms.size(1);
   SINKLAB_CHECK(0 <= s && s < Tn, fn, ": token ", s, " out of range for norms of shape ", norms.shape());
   SINKLAB_CHECK(Tn >= 2, fn, ": need at least two tokens, got norms of shape ", norms.shape());

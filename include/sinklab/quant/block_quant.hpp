@@ -7,8 +7,8 @@
 // and stays zero. A trailing partial block (axis length not a multiple of `block`) gets its own
 // scale. Rounding: INT4 to nearest, ties to even; FP4 as in fp4.hpp.
 //
-// Weights: quantize along the reduction axis (K): a PyTorch-layout weight [N, K] with axis −1, a
-// y·W-layout weight [K, N] with axis 0. Activations [.., T, K]: per-token dynamic scales are
+// Weights: quantize along the reduction axis (K): an nn::Linear weight [in, out] = [K, N] with
+// axis 0, a PyTorch-layout weight [N, K] with axis −1. Activations [.., T, K]: per-token dynamic scales are
 // block = K (one scale per token row, from the data seen at run time); block = 16 gives per-token
 // block scales (NVFP4/MXFP4 style). Scales are returned as [rows, blocks] where rows run over the
 // other axes in order.
