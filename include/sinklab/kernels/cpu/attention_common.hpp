@@ -1,0 +1,216 @@
+// Shared pieces of the CPU attention kernels: options, results, shape checks, the byte
+// counter behind the memory benchmark, and small xsimd loops over key blocks.
+//
+// Layout: q [B, H, T, d]; k, v [B, H_kv, S, d]; out [B, H, T, d]; H a multiple of H_kv
+// (grouped-query attention: query head h reads kv head h / (H / H_kv)). float or double.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+#include <xsimd/xsimd.hpp>
+
+#include "sinklab/core/error.hpp"
+#include "sinklab/core/tensor.hpp"
+#include "sinklab/policy/mask.hpp"
+#include "sinklab/policy/score.hpp"
+
+namespace sinklab::kernels::cpu {
+
+struct AttentionOptions {
+  double scale = 0.0;          // multiplies q·k before the score function; 0 means 1/√d_head
+  Tensor<int64_t> kv_lengths;  // [B] keys per batch entry (padding at the end); undefined: all S
+  int64_t block_q = 64;        // rows of a query block in the fused kernels
+  int64_t block_k = 64;        // keys of a key block in the fused kernels
+};
+
+// What the forward keeps for the backward: the output and, for the softmax family, the row
+// logsumexp (including the sink; −inf on a fully masked row). Point-wise scores save no stats.
+template <class T>
+struct AttentionForward {
+  Tensor<T> out;  // [B, H, T, d]
+  Tensor<T> lse;  // [B, H, T] (softmax family), undefined otherwise
+};
+
+template <class T, class Score>
+struct AttentionGrads {
+  Tensor<T> dq, dk, dv;
+  score::params_t<Score, T> dscore;  // same shapes as the score's parameters
+};
+
+struct AttentionDims {
+  int64_t B = 0, H = 0, Hkv = 0, T = 0, S = 0, d = 0;
+  int64_t group() const { return H / Hkv; }
+};
+
+// Bytes allocated by the attention kernels: outputs are counted when created, scratch while
+// alive; the peak since reset() is what bench/attention.cpp reports as memory vs T.
+class AttentionMemory {
+ public:
+  static void reset() {
+    live().store(0);
+    peak().store(0);
+  }
+  static int64_t peak_bytes() { return peak().load(); }
+  static void add(int64_t bytes) {
+    const int64_t now = live().fetch_add(bytes) + bytes;
+    int64_t p = peak().load();
+    while (now > p && !peak().compare_exchange_weak(p, now)) {
+    }
+  }
+  static void sub(int64_t bytes) { live().fetch_sub(bytes); }
+
+ private:
+  static std::atomic<int64_t>& live() {
+    static std::atomic<int64_t> v{0};
+    return v;
+  }
+  static std::atomic<int64_t>& peak() {
+    static std::atomic<int64_t> v{0};
+    return v;
+  }
+};
+
+namespace detail {
+
+template <class T>
+constexpr void require_float() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "sinklab attention kernels take float or double tensors");
+}
+
+// A tensor the kernel returns, counted once in AttentionMemory.
+template <class T>
+Tensor<T> output_zeros(const Shape& s) {
+  AttentionMemory::add(s.numel() * static_cast<int64_t>(sizeof(T)));
+  return Tensor<T>::zeros(s);
+}
+
+// Scratch memory that lives for one parallel chunk.
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : v_(static_cast<std::size_t>(n)) { AttentionMemory::add(bytes()); }
+  ~Scratch() { AttentionMemory::sub(bytes()); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() { return v_.data(); }
+  T& operator[](int64_t i) { return v_[static_cast<std::size_t>(i)]; }
+
+ private:
+  int64_t bytes() const { return static_cast<int64_t>(v_.size() * sizeof(T)); }
+  std::vector<T> v_;
+};
+
+inline const char* shape_str_hint() { return "q [B, H, T, d], k and v [B, H_kv, S, d]"; }
+
+template <class T>
+AttentionDims check_shapes(const char* kernel, const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                           const AttentionOptions& opt) {
+  SINKLAB_CHECK(q.defined() && k.defined() && v.defined(), kernel, ": q, k and v must all be defined tensors");
+  SINKLAB_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, kernel, ": expected ", shape_str_hint(), ", got q ",
+                q.shape(), ", k ", k.shape(), ", v ", v.shape());
+  AttentionDims dm{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3)};
+  SINKLAB_CHECK(k.shape() == v.shape(), kernel, ": k ", k.shape(), " and v ", v.shape(),
+                " must have the same shape [B, H_kv, S, d]");
+  SINKLAB_CHECK(k.size(0) == dm.B, kernel, ": batch of q ", q.shape(), " and k ", k.shape(), " differ");
+  SINKLAB_CHECK(k.size(3) == dm.d, kernel, ": head dimension of q ", q.shape(), " and k ", k.shape(), " differ");
+  SINKLAB_CHECK(dm.d > 0, kernel, ": head dimension must be positive, got q ", q.shape());
+  SINKLAB_CHECK(dm.Hkv > 0 && dm.H % dm.Hkv == 0, kernel, ": query heads of q ", q.shape(),
+                " must be a multiple of the key/value heads of k ", k.shape());
+  SINKLAB_CHECK(opt.block_q > 0 && opt.block_k > 0, kernel, ": block sizes must be positive, got block_q = ",
+                opt.block_q, ", block_k = ", opt.block_k);
+  if (opt.kv_lengths.defined()) {
+    SINKLAB_CHECK(opt.kv_lengths.rank() == 1 && opt.kv_lengths.size(0) == dm.B, kernel, ": kv_lengths of shape ",
+                  opt.kv_lengths.shape(), " must be [B] = [", dm.B, "] for q ", q.shape());
+    for (int64_t b = 0; b < dm.B; ++b) {
+      const int64_t n = opt.kv_lengths(b);
+      SINKLAB_CHECK(0 <= n && n <= dm.S, kernel, ": kv_lengths[", b, "] = ", n, " is outside [0, S = ", dm.S,
+                    "] for k ", k.shape());
+    }
+  }
+  return dm;
+}
+
+template <class T, class Score>
+void check_score_params(const char* kernel, const Score& score, const score::params_t<Score, T>& params,
+                        const AttentionDims& dm) {
+  score.validate(kernel);
+  if constexpr (Score::has_sink) {
+    SINKLAB_CHECK(params.sink_logit.defined() && params.sink_logit.rank() == 1 && params.sink_logit.size(0) == dm.H,
+                  kernel, ": sink_logit of shape ", params.sink_logit.shape(), " must be [H] = [", dm.H, "]");
+  }
+}
+
+inline int64_t kv_length(const AttentionOptions& opt, int64_t b, int64_t S) {
+  return opt.kv_lengths.defined() ? opt.kv_lengths(b) : S;
+}
+inline double score_scale(const AttentionOptions& opt, int64_t d) {
+  return opt.scale != 0.0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(d));
+}
+
+// ---- vectorised row loops (xsimd batch + scalar tail) over one key block row.
+
+template <class T>
+using batch = xsimd::batch<T>;
+
+// x[j] = f(x[j]) for j < n; returns Σ_j f(x[j]).
+template <class T, class F>
+inline T map_sum(T* x, int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  batch<T> acc(T(0));
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    const batch<T> y = f(batch<T>::load_unaligned(x + j));
+    y.store_unaligned(x + j);
+    acc += y;
+  }
+  T s = xsimd::hadd(acc);
+  for (; j < n; ++j) {
+    x[j] = f(x[j]);
+    s += x[j];
+  }
+  return s;
+}
+
+// y[j] = f(x[j], y[j]) for j < n.
+template <class T, class F>
+inline void map2(const T* x, T* y, int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  int64_t j = 0;
+  for (; j + W <= n; j += W) f(batch<T>::load_unaligned(x + j), batch<T>::load_unaligned(y + j)).store_unaligned(y + j);
+  for (; j < n; ++j) y[j] = f(x[j], y[j]);
+}
+
+template <class T>
+inline T row_max(const T* x, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t j = 0;
+  if (n >= W) {
+    batch<T> acc = batch<T>::load_unaligned(x);
+    for (j = W; j + W <= n; j += W) acc = xsimd::max(acc, batch<T>::load_unaligned(x + j));
+    alignas(64) T buf[W];
+    acc.store_aligned(buf);
+    for (int64_t k = 0; k < W; ++k) m = std::max(m, buf[k]);
+  }
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+template <class T>
+inline T dot(const T* a, const T* b, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  batch<T> acc(T(0));
+  int64_t j = 0;
+  for (; j + W <= n; j += W) acc = xsimd::fma(batch<T>::load_unaligned(a + j), batch<T>::load_unaligned(b + j), acc);
+  T s = xsimd::hadd(acc);
+  for (; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+}  // namespace detail
+}  // namespace sinklab::kernels::cpu

@@ -1,0 +1,364 @@
+// Fused attention on the CPU: never materialises the T×S matrix. Queries are cut in blocks of
+// block_q rows and keys in blocks of block_k; logits of a block pair come from one small GEMM,
+// the score math runs vectorised over the block (xsimd), and the weighted values go straight
+// into the output with a second GEMM. Memory per head is O(T·d) plus O(block_q·block_k) scratch
+// per thread.
+//
+//   softmax family  one pass with an online normaliser (running max m and sum l per row,
+//                   rescaling the partial output when m grows, as FlashAttention-2); a sink
+//                   logit S_h is the row's initial state (m = S_h, l = 1). Saves lse per row.
+//   clipped softmax two passes over the key blocks: the first finds the row normaliser, the
+//                   second clips the final probabilities and aggregates. Saves lse.
+//   point-wise      one pass, no normaliser and no saved statistics.
+//
+// The backward recomputes the logits block by block from q, k and the saved lse (FlashAttention-2):
+//   softmax family  dS = P ∘ (w'(P) ∘ dA − D), D_i = Σ_j P_ij w'(P_ij) dA_ij (= dO_i·O_i without
+//                   clipping; the clipped score needs an extra pass to form D), dA = dO·Vᵀ
+//   sink            dS_h = −Σ_i e^{S_h − lse_i} D_i
+//   point-wise      dS = c_i h'(S + b_i) ∘ dA
+// and parallelises over (batch, kv head), so dk and dv of a group of query heads have one owner.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "sinklab/core/parallel.hpp"
+#include "sinklab/kernels/cpu/attention_common.hpp"
+#include "sinklab/kernels/cpu/gemm.hpp"
+
+namespace sinklab::kernels::cpu {
+
+namespace detail {
+
+// x[j] = f(x[j]) for j < n.
+template <class T, class F>
+inline void map(T* x, int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  int64_t j = 0;
+  for (; j + W <= n; j += W) f(batch<T>::load_unaligned(x + j)).store_unaligned(x + j);
+  for (; j < n; ++j) x[j] = f(x[j]);
+}
+template <class T>
+inline T sum(const T* x, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  batch<T> acc(T(0));
+  int64_t j = 0;
+  for (; j + W <= n; j += W) acc += batch<T>::load_unaligned(x + j);
+  T s = xsimd::hadd(acc);
+  for (; j < n; ++j) s += x[j];
+  return s;
+}
+template <class T>
+inline void zero_tail(T* x, int64_t from, int64_t to) {
+  if (from < to) std::fill(x + from, x + to, T(0));
+}
+
+// Visible keys of row r inside the key block [j0, j0 + cols).
+inline int64_t visible_in_block(int64_t end, int64_t j0, int64_t cols) {
+  return std::clamp<int64_t>(end - j0, 0, cols);
+}
+
+}  // namespace detail
+
+template <class Score, class Mask, class T>
+AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, const Tensor<T>& q_, const Tensor<T>& k_,
+                                            const Tensor<T>& v_, const score::params_t<Score, T>& params,
+                                            const AttentionOptions& opt = {}) {
+  detail::require_float<T>();
+  static_assert(score::is_policy_v<Score>, "attention_fused_forward: Score must be a sinklab::score policy");
+  static_assert(mask::is_policy_v<Mask>, "attention_fused_forward: Mask must be mask::Causal or mask::Bidirectional");
+  constexpr const char* kernel = "attention_fused_forward";
+  const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
+  detail::check_score_params<T>(kernel, score, params, dm);
+  const Tensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous();
+  constexpr bool normalised = Score::family == score::Family::Normalised;
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+
+  AttentionForward<T> res;
+  res.out = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
+  if constexpr (normalised) res.lse = detail::output_zeros<T>({dm.B, dm.H, dm.T});
+  Tensor<T> sink;
+  if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
+  const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
+  const int64_t Bq = std::max<int64_t>(1, std::min(opt.block_q, dm.T));
+  const int64_t Bk = std::max<int64_t>(1, std::min(opt.block_k, dm.S));
+  const int64_t nqb = (dm.T + Bq - 1) / Bq;
+  const int64_t d = dm.d;
+
+  parallel_for(0, dm.B * dm.H * nqb, 1, [&](int64_t lo, int64_t hi) {
+    detail::Scratch<T> sbuf(Bq * Bk), mbuf(Bq), lbuf(Bq);
+    std::vector<int64_t> end(static_cast<std::size_t>(Bq));
+    T* sb = sbuf.data();
+    T* m = mbuf.data();
+    T* l = lbuf.data();
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t qb = task % nqb, bh = task / nqb, b = bh / dm.H, h = bh % dm.H, hk = h / dm.group();
+      const int64_t i0 = qb * Bq, rows = std::min(Bq, dm.T - i0);
+      const int64_t kvlen = detail::kv_length(opt, b, dm.S);
+      int64_t kend = 0;
+      for (int64_t r = 0; r < rows; ++r) kend = std::max(kend, end[r] = Mask::key_end(i0 + r, dm.T, dm.S, kvlen));
+      const T* Q = q.data() + (bh * dm.T + i0) * d;
+      const T* K = k.data() + (b * dm.Hkv + hk) * dm.S * d;
+      const T* V = v.data() + (b * dm.Hkv + hk) * dm.S * d;
+      T* O = res.out.data() + (bh * dm.T + i0) * d;  // zeroed; used as the accumulator
+      auto logits = [&](int64_t j0, int64_t cols) {
+        gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
+      };
+      auto aggregate = [&](int64_t j0, int64_t cols) {
+        gemm(Trans::N, Trans::N, rows, d, cols, T(1), sb, Bk, V + j0 * d, d, T(1), O, d);
+      };
+
+      if constexpr (normalised) {
+        T* lse = res.lse.data() + bh * dm.T + i0;
+        const T init_m = Score::has_sink ? sink.data()[h] : ninf;
+        for (int64_t r = 0; r < rows; ++r) {
+          m[r] = init_m;
+          l[r] = Score::has_sink ? T(1) : T(0);
+        }
+        // Online update of (m, l) with one block; with `rescale` the partial output follows.
+        auto online = [&](int64_t j0, int64_t cols, bool rescale) {
+          for (int64_t r = 0; r < rows; ++r) {
+            T* s = sb + r * Bk;
+            const int64_t ne = detail::visible_in_block(end[r], j0, cols);
+            if (ne > 0) {
+              const T mnew = std::max(m[r], detail::row_max(s, ne));
+              const T alpha = m[r] == ninf ? T(0) : std::exp(m[r] - mnew);
+              const T sum = detail::map_sum(s, ne, [mnew](auto x) {
+                using std::exp;
+                using V = decltype(x);
+                return exp(x - V(mnew));
+              });
+              l[r] = l[r] * alpha + sum;
+              m[r] = mnew;
+              if (rescale && alpha != T(1))
+                for (int64_t c = 0; c < d; ++c) O[r * d + c] *= alpha;
+            }
+            detail::zero_tail(s, ne, cols);
+          }
+        };
+        if constexpr (!Score::clipped) {
+          for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+            const int64_t cols = std::min(Bk, kend - j0);
+            logits(j0, cols);
+            online(j0, cols, true);
+            aggregate(j0, cols);
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            if (l[r] > T(0)) {
+              const T inv = T(1) / l[r];
+              for (int64_t c = 0; c < d; ++c) O[r * d + c] *= inv;
+              lse[r] = m[r] + std::log(l[r]);
+            } else {
+              lse[r] = ninf;
+            }
+          }
+        } else {
+          for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+            const int64_t cols = std::min(Bk, kend - j0);
+            logits(j0, cols);
+            online(j0, cols, false);
+          }
+          for (int64_t r = 0; r < rows; ++r) lse[r] = l[r] > T(0) ? m[r] + std::log(l[r]) : ninf;
+          for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+            const int64_t cols = std::min(Bk, kend - j0);
+            logits(j0, cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              T* s = sb + r * Bk;
+              const int64_t ne = lse[r] == ninf ? 0 : detail::visible_in_block(end[r], j0, cols);
+              const T lr = lse[r];
+              detail::map(s, ne, [&score, lr](auto x) {
+                using std::exp;
+                using V = decltype(x);
+                return score.weight(exp(x - V(lr)));
+              });
+              detail::zero_tail(s, ne, cols);
+            }
+            aggregate(j0, cols);
+          }
+        }
+      } else {
+        std::vector<score::RowConstants> rc(static_cast<std::size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) rc[r] = score.row(end[r], kvlen);
+        for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+          const int64_t cols = std::min(Bk, kend - j0);
+          logits(j0, cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            T* s = sb + r * Bk;
+            const int64_t ne = detail::visible_in_block(end[r], j0, cols);
+            const T c = static_cast<T>(rc[r].scale), bias = static_cast<T>(rc[r].bias);
+            detail::map(s, ne, [&score, c, bias](auto x) {
+              using V = decltype(x);
+              return score.weight(x, V(c), V(bias));
+            });
+            detail::zero_tail(s, ne, cols);
+          }
+          aggregate(j0, cols);
+        }
+      }
+    }
+  });
+  return res;
+}
+
+template <class Score, class Mask, class T>
+AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask&, const Tensor<T>& q_,
+                                                  const Tensor<T>& k_, const Tensor<T>& v_,
+                                                  const score::params_t<Score, T>& params,
+                                                  const AttentionForward<T>& fwd, const Tensor<T>& dout_,
+                                                  const AttentionOptions& opt = {}) {
+  detail::require_float<T>();
+  static_assert(score::is_policy_v<Score>, "attention_fused_backward: Score must be a sinklab::score policy");
+  static_assert(mask::is_policy_v<Mask>, "attention_fused_backward: Mask must be mask::Causal or mask::Bidirectional");
+  constexpr const char* kernel = "attention_fused_backward";
+  const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
+  detail::check_score_params<T>(kernel, score, params, dm);
+  constexpr bool normalised = Score::family == score::Family::Normalised;
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  SINKLAB_CHECK(dout_.shape() == q_.shape(), kernel, ": dout ", dout_.shape(), " must have the shape of q ",
+                q_.shape());
+  SINKLAB_CHECK(fwd.out.defined() && fwd.out.shape() == q_.shape(), kernel, ": saved output ",
+                fwd.out.defined() ? fwd.out.shape() : Shape{}, " must have the shape of q ", q_.shape());
+  if constexpr (normalised)
+    SINKLAB_CHECK(fwd.lse.defined() && fwd.lse.shape() == (Shape{dm.B, dm.H, dm.T}), kernel, ": saved lse ",
+                  fwd.lse.defined() ? fwd.lse.shape() : Shape{}, " must be [B, H, T] = ", Shape{dm.B, dm.H, dm.T},
+                  " (pass the AttentionForward of the same call)");
+  const Tensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous();
+  const Tensor<T> out = fwd.out.contiguous();
+  Tensor<T> lse_all;
+  if constexpr (normalised) lse_all = fwd.lse.contiguous();
+
+  AttentionGrads<T, Score> g;
+  g.dq = detail::output_zeros<T>(q.shape());
+  g.dk = detail::output_zeros<T>(k.shape());
+  g.dv = detail::output_zeros<T>(v.shape());
+  g.dscore = policy::zeros_like(params);
+  Tensor<T> sink;
+  if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
+  const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
+  const int64_t Bq = std::max<int64_t>(1, std::min(opt.block_q, dm.T));
+  const int64_t Bk = std::max<int64_t>(1, std::min(opt.block_k, dm.S));
+  const int64_t d = dm.d;
+  // Sink gradients per (batch, head): tasks of different batch entries share a head.
+  std::vector<double> dsink(Score::has_sink ? static_cast<std::size_t>(dm.B * dm.H) : 0, 0.0);
+
+  parallel_for(0, dm.B * dm.Hkv, 1, [&](int64_t lo, int64_t hi) {
+    detail::Scratch<T> sbuf(Bq * Bk), dbuf(Bq * Bk), Dbuf(Bq);
+    std::vector<int64_t> end(static_cast<std::size_t>(Bq));
+    std::vector<score::RowConstants> rc(static_cast<std::size_t>(Bq));
+    T* sb = sbuf.data();
+    T* db = dbuf.data();
+    T* D = Dbuf.data();
+    for (int64_t bk = lo; bk < hi; ++bk) {
+      const int64_t b = bk / dm.Hkv, hk = bk % dm.Hkv;
+      const int64_t kvlen = detail::kv_length(opt, b, dm.S);
+      const T* K = k.data() + bk * dm.S * d;
+      const T* V = v.data() + bk * dm.S * d;
+      T* dK = g.dk.data() + bk * dm.S * d;
+      T* dV = g.dv.data() + bk * dm.S * d;
+      for (int64_t h = hk * dm.group(); h < (hk + 1) * dm.group(); ++h) {
+        const int64_t bh = b * dm.H + h;
+        for (int64_t i0 = 0; i0 < dm.T; i0 += Bq) {
+          const int64_t rows = std::min(Bq, dm.T - i0);
+          int64_t kend = 0;
+          for (int64_t r = 0; r < rows; ++r) kend = std::max(kend, end[r] = Mask::key_end(i0 + r, dm.T, dm.S, kvlen));
+          if (kend == 0) continue;  // no key visible: every gradient of this block is 0
+          const T* Q = q.data() + (bh * dm.T + i0) * d;
+          const T* dO = dout.data() + (bh * dm.T + i0) * d;
+          T* dQ = g.dq.data() + (bh * dm.T + i0) * d;
+          const T* lse = normalised ? lse_all.data() + bh * dm.T + i0 : nullptr;
+          auto logits = [&](int64_t j0, int64_t cols) {
+            gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
+          };
+          auto value_grads = [&](int64_t j0, int64_t cols) {  // db = dA = dO·Vᵀ
+            gemm(Trans::N, Trans::T, rows, cols, d, T(1), dO, d, V + j0 * d, d, T(0), db, Bk);
+          };
+
+          if constexpr (normalised) {
+            if constexpr (!Score::clipped) {
+              for (int64_t r = 0; r < rows; ++r) D[r] = detail::dot(dO + r * d, out.data() + (bh * dm.T + i0 + r) * d, d);
+            } else {
+              for (int64_t r = 0; r < rows; ++r) D[r] = T(0);
+              for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+                const int64_t cols = std::min(Bk, kend - j0);
+                logits(j0, cols);
+                value_grads(j0, cols);
+                for (int64_t r = 0; r < rows; ++r) {
+                  const int64_t ne = lse[r] == ninf ? 0 : detail::visible_in_block(end[r], j0, cols);
+                  const T lr = lse[r];
+                  T* dr = db + r * Bk;
+                  detail::map2(sb + r * Bk, dr, ne, [&score, lr](auto x, auto da) {
+                    using std::exp;
+                    using V = decltype(x);
+                    const V p = exp(x - V(lr));
+                    return p * score.weight_grad(p) * da;
+                  });
+                  D[r] += detail::sum(dr, ne);
+                }
+              }
+            }
+            if constexpr (Score::has_sink) {
+              const T sk = sink.data()[h];
+              T acc = 0;
+              for (int64_t r = 0; r < rows; ++r)
+                if (lse[r] != ninf) acc -= std::exp(sk - lse[r]) * D[r];
+              dsink[static_cast<std::size_t>(bh)] += static_cast<double>(acc);
+            }
+          } else {
+            for (int64_t r = 0; r < rows; ++r) rc[r] = score.row(end[r], kvlen);
+          }
+
+          for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+            const int64_t cols = std::min(Bk, kend - j0);
+            logits(j0, cols);
+            value_grads(j0, cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              T* s = sb + r * Bk;
+              T* dr = db + r * Bk;
+              if constexpr (normalised) {
+                const int64_t ne = lse[r] == ninf ? 0 : detail::visible_in_block(end[r], j0, cols);
+                const T lr = lse[r], Dr = D[r];
+                detail::map(s, ne, [lr](auto x) {  // s ← P
+                  using std::exp;
+                  using V = decltype(x);
+                  return exp(x - V(lr));
+                });
+                detail::map2(s, dr, ne, [&score, Dr](auto p, auto da) {  // dr ← dS
+                  using V = decltype(p);
+                  return p * (score.weight_grad(p) * da - V(Dr));
+                });
+                if constexpr (Score::clipped)
+                  detail::map(s, ne, [&score](auto p) { return score.weight(p); });  // s ← A
+                detail::zero_tail(s, ne, cols);
+                detail::zero_tail(dr, ne, cols);
+              } else {
+                const int64_t ne = detail::visible_in_block(end[r], j0, cols);
+                const T c = static_cast<T>(rc[r].scale), bias = static_cast<T>(rc[r].bias);
+                detail::map2(s, dr, ne, [&score, c, bias](auto x, auto da) {
+                  using V = decltype(x);
+                  return score.weight_grad(x, V(c), V(bias)) * da;
+                });
+                detail::map(s, ne, [&score, c, bias](auto x) {
+                  using V = decltype(x);
+                  return score.weight(x, V(c), V(bias));
+                });
+                detail::zero_tail(s, ne, cols);
+                detail::zero_tail(dr, ne, cols);
+              }
+            }
+            gemm(Trans::T, Trans::N, cols, d, rows, T(1), sb, Bk, dO, d, T(1), dV + j0 * d, d);
+            gemm(Trans::N, Trans::N, rows, d, cols, scale, db, Bk, K + j0 * d, d, T(1), dQ, d);
+            gemm(Trans::T, Trans::N, cols, d, rows, scale, db, Bk, Q, d, T(1), dK + j0 * d, d);
+          }
+        }
+      }
+    }
+  });
+  if constexpr (Score::has_sink) {
+    T* ds = g.dscore.sink_logit.data();
+    for (int64_t bh = 0; bh < dm.B * dm.H; ++bh) ds[bh % dm.H] += static_cast<T>(dsink[static_cast<std::size_t>(bh)]);
+  }
+  return g;
+}
+
+}  // namespace sinklab::kernels::cpu

@@ -1,0 +1,36 @@
+// mask:: — which keys a query sees. Both masks, combined with per-batch key lengths (padding),
+// leave query i a prefix [0, key_end) of the keys, which is what lets the fused kernels skip
+// whole key blocks. A row with key_end = 0 (e.g. bidirectional with key length 0) is fully
+// masked: its output is 0 and it passes zero gradients.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "sinklab/core/config.hpp"
+
+namespace sinklab::mask {
+
+// Query i of T sees keys j ≤ i + (S − T): aligned at the end when T ≠ S (the convention of
+// FlashAttention-2 with a KV cache); T = S gives the usual j ≤ i.
+struct Causal {
+  static constexpr bool causal = true;
+  static constexpr const char* name = "causal";
+  SINKLAB_HD static int64_t key_end(int64_t i, int64_t T, int64_t S, int64_t kv_len) {
+    int64_t e = i + (S - T) + 1;
+    e = e < kv_len ? e : kv_len;
+    return e > 0 ? e : 0;
+  }
+};
+
+struct Bidirectional {
+  static constexpr bool causal = false;
+  static constexpr const char* name = "bidirectional";
+  SINKLAB_HD static int64_t key_end(int64_t /*i*/, int64_t /*T*/, int64_t /*S*/, int64_t kv_len) {
+    return kv_len > 0 ? kv_len : 0;
+  }
+};
+
+template <class M>
+inline constexpr bool is_policy_v = std::is_same_v<M, Causal> || std::is_same_v<M, Bidirectional>;
+
+}  // namespace sinklab::mask

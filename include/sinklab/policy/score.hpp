@@ -1,0 +1,294 @@
+// score:: — how attention turns scaled logits s_ij = (q_i·k_j)/√d_head into the weights a_ij
+// that aggregate the values, o_i = Σ_j a_ij v_j (the 1/√d_head scale is applied to q·k before
+// any score function, as in every paper here; kernels::cpu::AttentionOptions::scale overrides it).
+//
+// Two families, which the fused kernels stream differently:
+//   Normalised (softmax family): p_ij = e^{s_ij} / (Σ_k e^{s_ik} [+ e^{S_h}]), a_ij = weight(p_ij).
+//     The kernel keeps a running max and sum per row (online normaliser) and saves logsumexp.
+//   Pointwise: a_ij = c_i · h(s_ij + b_i) with per-row constants {c_i, b_i} = row(visible, keys);
+//     no normaliser, nothing saved.
+// `visible` is the number of keys query i may see (causal: i+1 when T = S, capped by padding);
+// `keys` the number of keys of its batch entry (S, or the padded length).
+//
+// Element math (weight, weight_grad) is SINKLAB_HD and templated over the value type, so the
+// same code runs on float/double, xsimd batches and in CUDA kernels. Hyperparameters are plain
+// members; learnable tensors follow policy/params.hpp.
+#pragma once
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
+
+#include "sinklab/core/config.hpp"
+#include "sinklab/core/error.hpp"
+#include "sinklab/core/tensor.hpp"
+#include "sinklab/policy/math.hpp"
+#include "sinklab/policy/params.hpp"
+
+namespace sinklab::score {
+
+enum class Family { Normalised, Pointwise };
+
+// Constants of one query row in the point-wise family: a_ij = scale · h(s_ij + bias).
+struct RowConstants {
+  double scale = 1.0;
+  double bias = 0.0;
+};
+
+// ---------------------------------------------------------------- softmax family
+
+struct Softmax {
+  static constexpr Family family = Family::Normalised;
+  static constexpr bool has_sink = false;
+  static constexpr bool clipped = false;
+  static constexpr const char* name = "softmax";
+
+  template <class T>
+  using Params = policy::NoParams<T>;
+  template <class T>
+  Params<T> make_params(int64_t /*heads*/) const {
+    return {};
+  }
+  void validate(const char* /*where*/) const {}
+
+  // a = weight(p) and da/dp, p the normalised probability.
+  template <class V>
+  SINKLAB_HD V weight(V p) const {
+    return p;
+  }
+  template <class V>
+  SINKLAB_HD V weight_grad(V /*p*/) const {
+    return V(1);
+  }
+};
+
+// gpt-oss learnable sink: A_ij = e^{s_ij} / (e^{S_h} + Σ_k e^{s_ik}), one logit S_h per query
+// head and no value attached, so rows sum to 1 − e^{S_h − lse_i}. The papers publish no init
+// (gpt-oss loads trained sinks); S_h = init_logit = 0 (a sink worth one key of logit 0) is ours.
+struct SoftmaxSink : Softmax {
+  static constexpr bool has_sink = true;
+  static constexpr const char* name = "softmax_sink";
+  double init_logit = 0.0;
+
+  template <class T>
+  struct Params {
+    Tensor<T> sink_logit;  // [H]
+    template <class F>
+    void parameters(F&& f) {
+      f("sink_logit", sink_logit);
+    }
+    template <class F>
+    void parameters(F&& f) const {
+      f("sink_logit", sink_logit);
+    }
+  };
+  template <class T>
+  Params<T> make_params(int64_t heads) const {
+    return {Tensor<T>::full({heads}, static_cast<T>(init_logit))};
+  }
+};
+
+// Bondarenko et al. 2023: a = clip((ζ − γ)·softmax(s) + γ, 0, 1), ζ ≥ 1, γ ≤ 0, so weights can
+// reach exactly 0 or 1 and the clipped entries pass no gradient. Needs the final normaliser
+// before clipping (two passes over the keys). Defaults ζ = 1, γ = −0.025; for_length(n) gives
+// the paper's γ = −α/n (α = 12 by default).
+struct ClippedSoftmax {
+  static constexpr Family family = Family::Normalised;
+  static constexpr bool has_sink = false;
+  static constexpr bool clipped = true;
+  static constexpr const char* name = "clipped_softmax";
+  double zeta = 1.0;
+  double gamma = -0.025;
+
+  static ClippedSoftmax for_length(int64_t n, double alpha = 12.0) {
+    return {1.0, -alpha / static_cast<double>(n)};
+  }
+  template <class T>
+  using Params = policy::NoParams<T>;
+  template <class T>
+  Params<T> make_params(int64_t) const {
+    return {};
+  }
+  void validate(const char* where) const {
+    SINKLAB_CHECK(zeta >= 1.0 && gamma <= 0.0, where, ": ClippedSoftmax needs zeta >= 1 and gamma <= 0, got zeta = ",
+                  zeta, ", gamma = ", gamma);
+  }
+
+  template <class V>
+  SINKLAB_HD V weight(V p) const {
+    return policy::math::clamp01(V(zeta - gamma) * p + V(gamma));
+  }
+  // ζ − γ where the stretched value lies strictly inside (0, 1), else 0.
+  template <class V>
+  SINKLAB_HD V weight_grad(V p) const {
+    using policy::math::select;
+    const V x = V(zeta - gamma) * p + V(gamma);
+    return select((x > V(0)) & (x < V(1)), V(zeta - gamma), V(0));
+  }
+};
+
+// ---------------------------------------------------------------- point-wise family
+
+// Activations h of the scaled point-wise family (Wortsman et al.; NOP-vs-broadcast App. C.3).
+namespace fn {
+struct ReLU {
+  static constexpr const char* name = "relu";
+  template <class V>
+  SINKLAB_HD static V f(V x) {
+    return policy::math::relu(x);
+  }
+  template <class V>
+  SINKLAB_HD static V df(V x) {
+    return policy::math::step(x);
+  }
+};
+struct ReLU2 {
+  static constexpr const char* name = "relu2";
+  template <class V>
+  SINKLAB_HD static V f(V x) {
+    const V r = policy::math::relu(x);
+    return r * r;
+  }
+  template <class V>
+  SINKLAB_HD static V df(V x) {
+    return V(2) * policy::math::relu(x);
+  }
+};
+struct GELU {
+  static constexpr const char* name = "gelu";
+  template <class V>
+  SINKLAB_HD static V f(V x) {
+    return policy::math::gelu(x);
+  }
+  template <class V>
+  SINKLAB_HD static V df(V x) {
+    return policy::math::gelu_grad(x);
+  }
+};
+struct Softplus {
+  static constexpr const char* name = "softplus";
+  template <class V>
+  SINKLAB_HD static V f(V x) {
+    return policy::math::softplus(x);
+  }
+  template <class V>
+  SINKLAB_HD static V df(V x) {
+    return policy::math::sigmoid(x);
+  }
+};
+struct Identity {
+  static constexpr const char* name = "identity";
+  template <class V>
+  SINKLAB_HD static V f(V x) {
+    return x;
+  }
+  template <class V>
+  SINKLAB_HD static V df(V /*x*/) {
+    return V(1);
+  }
+};
+
+template <class H>
+inline constexpr bool is_activation_v = std::is_same_v<H, ReLU> || std::is_same_v<H, ReLU2> ||
+                                         std::is_same_v<H, GELU> || std::is_same_v<H, Softplus> ||
+                                         std::is_same_v<H, Identity>;
+}  // namespace fn
+
+// Shared members of the point-wise scores (no parameters, no sink, no clipping).
+struct PointwiseBase {
+  static constexpr Family family = Family::Pointwise;
+  static constexpr bool has_sink = false;
+  static constexpr bool clipped = false;
+  template <class T>
+  using Params = policy::NoParams<T>;
+  template <class T>
+  Params<T> make_params(int64_t) const {
+    return {};
+  }
+  void validate(const char*) const {}
+};
+
+// a_ij = n^{-α} · h(s_ij), n = visible keys. α = 1 keeps entries O(1/n) like softmax.
+template <class H>
+struct Pointwise : PointwiseBase {
+  static_assert(fn::is_activation_v<H>,
+                "score::Pointwise<H>: H must be one of score::fn::ReLU, ReLU2, GELU, Softplus, Identity");
+  static constexpr const char* name = H::name;
+  double alpha = 1.0;
+
+  SINKLAB_HD RowConstants row(int64_t visible, int64_t /*keys*/) const {
+    using std::pow;
+    return {visible > 0 ? pow(static_cast<double>(visible), -alpha) : 0.0, 0.0};
+  }
+  template <class V>
+  SINKLAB_HD V weight(V s, V scale, V bias) const {
+    return scale * H::f(s + bias);
+  }
+  template <class V>
+  SINKLAB_HD V weight_grad(V s, V scale, V bias) const {
+    return scale * H::df(s + bias);
+  }
+};
+
+// ReLU attention over n (Shen et al. / Wortsman et al.): a_ij = ReLU(s_ij)/n, n = visible keys
+// (i+1 under a causal mask).
+using ReLU = Pointwise<fn::ReLU>;
+
+// Sigmoid attention (Ramapuram et al. 2024): a_ij = σ(s_ij + b). b is a fixed hyperparameter;
+// by default b = −log n with n the number of keys of the batch entry (the paper's init).
+struct Sigmoid : PointwiseBase {
+  static constexpr const char* name = "sigmoid";
+  bool fixed_bias = false;
+  double bias = 0.0;
+
+  static Sigmoid with_bias(double b) { return {{}, true, b}; }
+  SINKLAB_HD RowConstants row(int64_t /*visible*/, int64_t keys) const {
+    using std::log;
+    return {1.0, fixed_bias ? bias : (keys > 0 ? -log(static_cast<double>(keys)) : 0.0)};
+  }
+  template <class V>
+  SINKLAB_HD V weight(V s, V scale, V bias_) const {
+    return scale * policy::math::sigmoid(s + bias_);
+  }
+  template <class V>
+  SINKLAB_HD V weight_grad(V s, V scale, V bias_) const {
+    return scale * policy::math::sigmoid_grad(s + bias_);
+  }
+};
+
+// Polynomial attention (Saratchandran et al. 2024): a_ij = s_ij^p / √n, n = visible keys, p ≥ 1
+// an integer (default cubic, the paper's choice).
+struct Polynomial : PointwiseBase {
+  static constexpr const char* name = "polynomial";
+  int degree = 3;
+
+  void validate(const char* where) const {
+    SINKLAB_CHECK(degree >= 1, where, ": Polynomial needs an integer degree >= 1, got ", degree);
+  }
+  SINKLAB_HD RowConstants row(int64_t visible, int64_t /*keys*/) const {
+    using std::sqrt;
+    return {visible > 0 ? 1.0 / sqrt(static_cast<double>(visible)) : 0.0, 0.0};
+  }
+  template <class V>
+  SINKLAB_HD V weight(V s, V scale, V bias) const {
+    return scale * policy::math::ipow(s + bias, degree);
+  }
+  template <class V>
+  SINKLAB_HD V weight_grad(V s, V scale, V bias) const {
+    return scale * V(static_cast<double>(degree)) * policy::math::ipow(s + bias, degree - 1);
+  }
+};
+
+// ---------------------------------------------------------------- traits
+
+template <class S>
+inline constexpr bool is_policy_v = requires {
+  { S::family } -> std::convertible_to<Family>;
+  { S::has_sink } -> std::convertible_to<bool>;
+  { S::clipped } -> std::convertible_to<bool>;
+};
+
+template <class S, class T>
+using params_t = typename S::template Params<T>;
+
+}  // namespace sinklab::score
