@@ -30,6 +30,7 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/data/token_batch.hpp"
 
 namespace sinklab::data {
 
@@ -37,12 +38,6 @@ struct BigramBackcopyConfig {
   int64_t seq_len = 256;  // T: x and y are [B, T]
   int num_chars = 65;
   int num_triggers = 3;
-};
-
-// Next-token inputs and targets of a batch of token sequences.
-struct TokenBatch {
-  Tensor<int32_t> x;  // [B, T]
-  Tensor<int32_t> y;  // [B, T]
 };
 
 // Mean risks of a model's predictions on a Bigram-Backcopy batch (nats).

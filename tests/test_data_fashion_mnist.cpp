@@ -1,0 +1,110 @@
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sinklab/data/fashion_mnist.hpp"
+
+using namespace sinklab;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<uint8_t> idx_bytes(std::vector<uint32_t> dims, const std::vector<uint8_t>& values) {
+  std::vector<uint8_t> b = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims) {
+    b.push_back(uint8_t(d >> 24));
+    b.push_back(uint8_t(d >> 16));
+    b.push_back(uint8_t(d >> 8));
+    b.push_back(uint8_t(d));
+  }
+  b.insert(b.end(), values.begin(), values.end());
+  return b;
+}
+void write(const fs::path& p, const std::vector<uint8_t>& b) {
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+}  // namespace
+
+TEST_CASE("fashion_mnist: IDX images and labels from small files") {
+  const fs::path dir = fs::temp_directory_path() / ("sinklab_idx_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<uint8_t> pixels(3 * 28 * 28);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t(i % 256);
+  write(dir / "train-images-idx3-ubyte", idx_bytes({3, 28, 28}, pixels));
+  write(dir / "train-labels-idx1-ubyte", idx_bytes({3}, {9, 0, 4}));
+
+  auto img = data::read_idx_images(dir / "train-images-idx3-ubyte");
+  CHECK(img.shape() == Shape{3, 28, 28});
+  CHECK(img(0, 0, 0) == 0.f);
+  CHECK(img(0, 9, 3) == doctest::Approx(float((9 * 28 + 3) % 256) / 255.f));
+  CHECK(img(2, 27, 27) == doctest::Approx(float((3 * 784 - 1) % 256) / 255.f));
+  auto lab = data::read_idx_labels(dir / "train-labels-idx1-ubyte");
+  CHECK(lab.to_vector() == std::vector<int32_t>{9, 0, 4});
+
+  auto ds = data::load_fashion_mnist(data::FashionSplit::Train, dir);
+  CHECK(ds.size() == 3);
+  CHECK(std::string(data::fashion_mnist_class_name(ds.labels(0))) == "Ankle boot");
+  CHECK_THROWS_WITH_AS(data::load_fashion_mnist(data::FashionSplit::Test, dir),
+                       doctest::Contains("dataset-fashion-mnist"), Error);
+
+  // Mismatched counts and bad labels are refused.
+  write(dir / "train-labels-idx1-ubyte", idx_bytes({2}, {1, 2}));
+  CHECK_THROWS_WITH_AS(data::load_fashion_mnist(data::FashionSplit::Train, dir), doctest::Contains("2 labels"), Error);
+  write(dir / "train-labels-idx1-ubyte", idx_bytes({3}, {1, 2, 10}));
+  CHECK_THROWS_WITH_AS(data::load_fashion_mnist(data::FashionSplit::Train, dir), doctest::Contains("label 10"), Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fashion_mnist: bad magic, wrong rank and every truncation are refused with the file named") {
+  const auto good = idx_bytes({2, 3, 4}, std::vector<uint8_t>(24, 7));
+  CHECK(data::parse_idx(good, "ok", 3).dims == std::vector<int64_t>{2, 3, 4});
+  for (std::size_t len = 0; len < good.size(); ++len) {
+    std::vector<uint8_t> cut(good.begin(), good.begin() + std::ptrdiff_t(len));
+    CHECK_THROWS_WITH_AS(data::parse_idx(cut, "cut.idx", 3), doctest::Contains("'cut.idx'"), Error);
+  }
+  auto bad = good;
+  bad[0] = 0x1f;  // a gzip file starts 1f 8b
+  bad[1] = 0x8b;
+  CHECK_THROWS_WITH_AS(data::parse_idx(bad, "x", 3), doctest::Contains("bad magic number"), Error);
+  bad = good;
+  bad[2] = 0x0D;  // float data
+  CHECK_THROWS_WITH_AS(data::parse_idx(bad, "x", 3), doctest::Contains("expected 8"), Error);
+  CHECK_THROWS_WITH_AS(data::parse_idx(good, "x", 1), doctest::Contains("number of dimensions is 3, expected 1"),
+                       Error);
+  auto longer = good;
+  longer.push_back(0);
+  CHECK_THROWS_WITH_AS(data::parse_idx(longer, "x", 3), doctest::Contains("trailing"), Error);
+  CHECK_THROWS_AS(data::read_idx_images("/nonexistent/train-images-idx3-ubyte"), Error);
+}
+
+TEST_CASE("fashion_mnist: the real data set, when installed") {
+  data::ImageDataset test;
+  try {
+    test = data::load_fashion_mnist(data::FashionSplit::Test);
+  } catch (const Error& e) {
+    MESSAGE("skipped: Fashion-MNIST not available (apt-get install dataset-fashion-mnist; scripts/fetch-data.sh "
+            "fashion-mnist): ",
+            e.what());
+    return;
+  }
+  CHECK(test.images.shape() == Shape{10000, 28, 28});
+  std::vector<int> per_class(10, 0);
+  for (int64_t i = 0; i < test.size(); ++i) ++per_class[test.labels(i)];
+  for (int c : per_class) CHECK(c == 1000);  // the test split is balanced
+  float mx = 0;
+  for (float v : test.images.to_vector()) mx = std::max(mx, v);
+  CHECK(mx == 1.f);
+}
+
+#if defined(SINKLAB_WITH_ZLIB)
+TEST_CASE("fashion_mnist: gzipped files straight from the Debian package") {
+  const fs::path p = fs::path(data::kDebianFashionMnistDir) / "t10k-labels-idx1-ubyte.gz";
+  if (!fs::exists(p)) {
+    MESSAGE("skipped: ", p.string(), " not installed");
+    return;
+  }
+  auto labels = data::read_idx_labels(p);
+  CHECK(labels.numel() == 10000);
+}
+#endif

@@ -1,0 +1,103 @@
+// Tokenisers and the Brown corpus loader.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "sinklab/data/brown.hpp"
+#include "sinklab/data/tokenizer.hpp"
+
+using namespace sinklab;
+namespace fs = std::filesystem;
+
+TEST_CASE("tokenizer: bytes round-trip any text, including non-ASCII and NUL") {
+  data::ByteTokenizer tok;
+  const std::string text = std::string("héllo\tworld\n") + '\0' + "\xff\x80 end";
+  auto ids = tok.encode(text);
+  CHECK(ids.size() == text.size());
+  CHECK(ids[1] == 0xC3);  // first byte of é in UTF-8
+  for (int32_t id : ids) CHECK((id >= 0 && id < 256));
+  CHECK(tok.decode(ids) == text);
+  CHECK_THROWS_AS(tok.decode(std::vector<int32_t>{65, 256}), Error);
+  CHECK_THROWS_AS(tok.decode(std::vector<int32_t>{-1}), Error);
+}
+
+TEST_CASE("tokenizer: word vocabulary by frequency with min count and <unk>") {
+  const std::string corpus = "the cat sat on the mat .\nthe dog sat .\n  a cat !";
+  data::WordTokenizer tok(corpus);
+  // counts: the 3, cat 2, sat 2, . 2, then singletons.
+  CHECK(tok.word(0) == "<unk>");
+  CHECK(tok.word(1) == "the");
+  CHECK(tok.count(1) == 3);
+  std::set<std::string> second{tok.word(2), tok.word(3), tok.word(4)};
+  CHECK(second == std::set<std::string>{"cat", "sat", "."});
+  CHECK(tok.word(2) == ".");  // ties broken byte-wise: "." < "cat" < "sat"
+  CHECK(tok.vocab_size() == 1 + 9);
+  const std::string text = "the dog sat on a mat !";
+  CHECK(tok.decode(tok.encode(text)) == text);  // every word known: exact round trip
+  CHECK(tok.decode(tok.encode("  the\tcat\n\nsat  ")) == "the cat sat");  // whitespace normalised
+  auto ids = tok.encode("the zebra sat");
+  CHECK(ids == std::vector<int32_t>{tok.id("the"), tok.unk(), tok.id("sat")});
+  CHECK(tok.decode(ids) == "the <unk> sat");
+
+  data::WordTokenizer frequent(corpus, {.min_count = 2});
+  CHECK(frequent.vocab_size() == 5);
+  CHECK_FALSE(frequent.contains("dog"));
+  CHECK(frequent.encode("dog")[0] == frequent.unk());
+  data::WordTokenizer capped(corpus, {.max_size = 3});
+  CHECK(capped.vocab_size() == 3);
+  CHECK(capped.word(2) == ".");
+  CHECK_THROWS_AS(tok.word(99), Error);
+}
+
+TEST_CASE("brown: tags are stripped at the last slash, sentences one per line") {
+  CHECK(data::strip_brown_tags("\tThe/at Fulton/np-tl County/nn-tl said/vbd ./.") == "The Fulton County said .");
+  CHECK(data::strip_brown_tags("1-1/2/cd ``/`` it's/pps+bez ''/''  ") == "1-1/2 `` it's ''");
+  CHECK(data::strip_brown_tags("   ") == "");
+  CHECK(data::strip_brown_tags("untagged word/x") == "untagged word");
+
+  const fs::path dir = fs::temp_directory_path() / ("sinklab_brown_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "package");
+  {
+    std::ofstream(dir / "package" / "ca01") << "\n\n\tThe/at jury/nn said/vbd ./.\n\n\n\tIt/pps ran/vbd ./.\n";
+    std::ofstream(dir / "package" / "cb02") << "\n\tNo/at news/nn ./.\n";
+    std::ofstream(dir / "package" / "README") << "not/a corpus/file\n";
+    std::ofstream(dir / "package" / "cats.txt") << "ca01 news\n";
+  }
+  auto files = data::find_brown_files(dir);  // found under package/
+  REQUIRE(files.size() == 2);
+  CHECK(files[0].filename() == "ca01");
+  auto sentences = data::load_brown_sentences(dir);
+  CHECK(sentences == std::vector<std::string>{"The jury said .", "It ran .", "No news ."});
+  CHECK(data::load_brown_text(dir) == "The jury said .\nIt ran .\nNo news .\n");
+  CHECK(data::load_brown_sentences(dir, {.categories = "b"}) == std::vector<std::string>{"No news ."});
+  CHECK(data::load_brown_sentences(dir, {.max_files = 1}).size() == 2);
+  CHECK_THROWS_AS(data::load_brown_sentences(dir, {.categories = "r"}), Error);
+  fs::remove_all(dir);
+
+  // Missing corpus: the error says how to get it.
+  CHECK_THROWS_WITH_AS(data::find_brown_files(dir), doctest::Contains("scripts/fetch-data.sh"), Error);
+}
+
+TEST_CASE("brown: the real corpus, when fetched") {
+  std::vector<fs::path> files;
+  try {
+    files = data::find_brown_files();
+  } catch (const Error& e) {
+    MESSAGE("skipped: Brown corpus not present (run scripts/fetch-data.sh brown): ", e.what());
+    return;
+  }
+  CHECK(files.size() == 500);
+  auto sentences = data::load_brown_sentences(std::nullopt, {.categories = "a", .max_files = 1});
+  REQUIRE(!sentences.empty());
+  CHECK(sentences[0].rfind("The Fulton County Grand Jury said Friday", 0) == 0);
+  for (const auto& s : sentences) {
+    CHECK(s.find("/at") == std::string::npos);  // no tags left
+    CHECK(s.find("/nn") == std::string::npos);
+  }
+  const std::string text = data::load_brown_text();
+  MESSAGE("Brown corpus: ", files.size(), " files, ", text.size(), " characters untagged");
+  CHECK(text.size() > 5'000'000);
+}
