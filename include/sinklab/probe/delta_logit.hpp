@@ -23,6 +23,7 @@ PerHead delta_logit(const Tensor<T>& logits, int64_t s, const Tensor<M>& query_m
   detail::require_key(fn, logits, s);
   detail::require_query_mask(fn, logits, query_mask);
   const int64_t B = logits.size(0), H = logits.size(1), Tq = logits.size(2);
+  const Tensor<T> c = logits.contiguous();
   std::vector<double> sum(static_cast<std::size_t>(H), 0.0);
   int64_t count = 0;
   for (int64_t b = 0; b < B; ++b)
@@ -33,10 +34,11 @@ PerHead delta_logit(const Tensor<T>& logits, int64_t s, const Tensor<M>& query_m
       if (others <= 0) continue;
       ++count;
       for (int64_t h = 0; h < H; ++h) {
+        const T* row = c.data() + ((b * H + h) * Tq + i) * Tq;
         double rest = 0;
         for (int64_t j = 0; j <= last; ++j)
-          if (j != s) rest += static_cast<double>(logits(b, h, i, j));
-        sum[h] += static_cast<double>(logits(b, h, i, s)) - rest / static_cast<double>(others);
+          if (j != s) rest += static_cast<double>(row[j]);
+        sum[h] += static_cast<double>(row[s]) - rest / static_cast<double>(others);
       }
     }
   SINKLAB_CHECK(count > 0, fn, ": no query of logits ", logits.shape(), " has key ", s,
