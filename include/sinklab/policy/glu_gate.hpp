@@ -69,8 +69,8 @@ void act_mul_forward(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int
       loop<T>(h, [&](auto v, int64_t i) {
         using V = decltype(v);
         V f, df;
-        Act::eval(load<V>(ar + i), f, df);
-        store(yr + i, f * load<V>(br + i));
+        Act::eval(vload<V>(ar + i), f, df);
+        vstore(yr + i, f * vload<V>(br + i));
       });
     }
   });
@@ -88,10 +88,10 @@ void act_mul_backward(const T* a, int64_t lda, const T* b, int64_t ldb, const T*
       loop<T>(h, [&](auto v, int64_t i) {
         using V = decltype(v);
         V f, df;
-        Act::eval(load<V>(ar + i), f, df);
-        const V g = load<V>(gr + i);
-        if (ga) store(ga + r * ldga + i, g * load<V>(br + i) * df);
-        if (gb) store(gb + r * ldgb + i, g * f);
+        Act::eval(vload<V>(ar + i), f, df);
+        const V g = vload<V>(gr + i);
+        if (ga) vstore(ga + r * ldga + i, g * vload<V>(br + i) * df);
+        if (gb) vstore(gb + r * ldgb + i, g * f);
       });
     }
   });

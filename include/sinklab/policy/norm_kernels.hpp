@@ -20,12 +20,12 @@ namespace sinklab::norm::kernels {
 namespace detail {
 
 template <class V, class T>
-inline V load(const T* p) {
+inline V vload(const T* p) {
   if constexpr (simd::is_batch<V>::value) return V::load_unaligned(p);
   else return *p;
 }
 template <class V, class T>
-inline void store(T* p, const V& v) {
+inline void vstore(T* p, const V& v) {
   if constexpr (simd::is_batch<V>::value) v.store_unaligned(p);
   else *p = v;
 }
@@ -74,7 +74,7 @@ void rows_with_sums(int64_t rows, int64_t n, int64_t width, T* out, F&& f) {
     const T* s = scratch.data() + c * width;
     loop<T>(width, [&](auto v, int64_t i) {
       using V = decltype(v);
-      store(out + i, load<V>(out + i) + load<V>(s + i));
+      vstore(out + i, vload<V>(out + i) + vload<V>(s + i));
     });
   }
 }
@@ -93,7 +93,7 @@ void rms_forward(const T* x, const T* pre, const T* gain, T* y, T* rstd, int64_t
       if (pre) {
         ss = sum_of<T>(n, [&](auto v, int64_t i) {
           using V = decltype(v);
-          const V z = load<V>(xr + i) * load<V>(pre + i);
+          const V z = vload<V>(xr + i) * vload<V>(pre + i);
           return z * z;
         });
       } else {
@@ -103,9 +103,9 @@ void rms_forward(const T* x, const T* pre, const T* gain, T* y, T* rstd, int64_t
       rstd[r] = rs;
       loop<T>(n, [&](auto v, int64_t i) {
         using V = decltype(v);
-        V z = load<V>(xr + i);
-        if (pre) z = z * load<V>(pre + i);
-        store(yr + i, z * V(rs) * load<V>(gain + i));
+        V z = vload<V>(xr + i);
+        if (pre) z = z * vload<V>(pre + i);
+        vstore(yr + i, z * V(rs) * vload<V>(gain + i));
       });
     }
   });
@@ -132,34 +132,34 @@ void rms_backward(const T* x, const T* pre, const T* gain, const T* rstd, const 
       // s = Σ h ⊙ z; then gz = rs·h − z·(rs³ · s / n).
       const T s = sum_of<T>(n, [&](auto v, int64_t i) {
         using V = decltype(v);
-        V z = load<V>(xr + i);
-        if (pre) z = z * load<V>(pre + i);
-        return load<V>(gr + i) * load<V>(gain + i) * z;
+        V z = vload<V>(xr + i);
+        if (pre) z = z * vload<V>(pre + i);
+        return vload<V>(gr + i) * vload<V>(gain + i) * z;
       });
       const T k = rs * rs * rs * s * inv_n;
       loop<T>(n, [&](auto v, int64_t i) {
         using V = decltype(v);
-        const V xv = load<V>(xr + i);
-        const V g = load<V>(gr + i);
-        const V z = pre ? xv * load<V>(pre + i) : xv;
-        if (ggain) store(acc_gain + i, load<V>(acc_gain + i) + g * z * V(rs));
-        const V gz = V(rs) * g * load<V>(gain + i) - z * V(k);
+        const V xv = vload<V>(xr + i);
+        const V g = vload<V>(gr + i);
+        const V z = pre ? xv * vload<V>(pre + i) : xv;
+        if (ggain) vstore(acc_gain + i, vload<V>(acc_gain + i) + g * z * V(rs));
+        const V gz = V(rs) * g * vload<V>(gain + i) - z * V(k);
         if (pre) {
-          if (gpre) store(acc_pre + i, load<V>(acc_pre + i) + gz * xv);
-          if (gx) store(gx + r * n + i, gz * load<V>(pre + i));
+          if (gpre) vstore(acc_pre + i, vload<V>(acc_pre + i) + gz * xv);
+          if (gx) vstore(gx + r * n + i, gz * vload<V>(pre + i));
         } else if (gx) {
-          store(gx + r * n + i, gz);
+          vstore(gx + r * n + i, gz);
         }
       });
     }
   });
   if (ggain) loop<T>(n, [&](auto v, int64_t i) {
     using V = decltype(v);
-    store(ggain + i, load<V>(ggain + i) + load<V>(sums.data() + i));
+    vstore(ggain + i, vload<V>(ggain + i) + vload<V>(sums.data() + i));
   });
   if (gpre) loop<T>(n, [&](auto v, int64_t i) {
     using V = decltype(v);
-    store(gpre + i, load<V>(gpre + i) + load<V>(sums.data() + n + i));
+    vstore(gpre + i, vload<V>(gpre + i) + vload<V>(sums.data() + n + i));
   });
 }
 
@@ -175,7 +175,7 @@ void layer_norm_forward(const T* x, const T* gain, const T* bias, T* y, T* mean,
       const T mu = simd::sum(xr, n) / static_cast<T>(n);
       const T var = sum_of<T>(n, [&](auto v, int64_t i) {
                       using V = decltype(v);
-                      const V c = load<V>(xr + i) - V(mu);
+                      const V c = vload<V>(xr + i) - V(mu);
                       return c * c;
                     }) / static_cast<T>(n);
       const T rs = T(1) / std::sqrt(var + eps);
@@ -183,7 +183,7 @@ void layer_norm_forward(const T* x, const T* gain, const T* bias, T* y, T* mean,
       rstd[r] = rs;
       loop<T>(n, [&](auto v, int64_t i) {
         using V = decltype(v);
-        store(yr + i, (load<V>(xr + i) - V(mu)) * V(rs) * load<V>(gain + i) + load<V>(bias + i));
+        vstore(yr + i, (vload<V>(xr + i) - V(mu)) * V(rs) * vload<V>(gain + i) + vload<V>(bias + i));
       });
     }
   });
@@ -206,29 +206,29 @@ void layer_norm_backward(const T* x, const T* gain, const T* mean, const T* rstd
       const T mu = mean[r], rs = rstd[r];
       const T mean_h = sum_of<T>(n, [&](auto v, int64_t i) {
                          using V = decltype(v);
-                         return load<V>(gr + i) * load<V>(gain + i);
+                         return vload<V>(gr + i) * vload<V>(gain + i);
                        }) * inv_n;
       const T mean_hx = sum_of<T>(n, [&](auto v, int64_t i) {
                           using V = decltype(v);
-                          return load<V>(gr + i) * load<V>(gain + i) * (load<V>(xr + i) - V(mu));
+                          return vload<V>(gr + i) * vload<V>(gain + i) * (vload<V>(xr + i) - V(mu));
                         }) * rs * inv_n;
       loop<T>(n, [&](auto v, int64_t i) {
         using V = decltype(v);
-        const V g = load<V>(gr + i);
-        const V xh = (load<V>(xr + i) - V(mu)) * V(rs);
-        if (ggain) store(acc_gain + i, load<V>(acc_gain + i) + g * xh);
-        if (gbias) store(acc_bias + i, load<V>(acc_bias + i) + g);
-        if (gx) store(gx + r * n + i, V(rs) * (g * load<V>(gain + i) - V(mean_h) - xh * V(mean_hx)));
+        const V g = vload<V>(gr + i);
+        const V xh = (vload<V>(xr + i) - V(mu)) * V(rs);
+        if (ggain) vstore(acc_gain + i, vload<V>(acc_gain + i) + g * xh);
+        if (gbias) vstore(acc_bias + i, vload<V>(acc_bias + i) + g);
+        if (gx) vstore(gx + r * n + i, V(rs) * (g * vload<V>(gain + i) - V(mean_h) - xh * V(mean_hx)));
       });
     }
   });
   if (ggain) loop<T>(n, [&](auto v, int64_t i) {
     using V = decltype(v);
-    store(ggain + i, load<V>(ggain + i) + load<V>(sums.data() + i));
+    vstore(ggain + i, vload<V>(ggain + i) + vload<V>(sums.data() + i));
   });
   if (gbias) loop<T>(n, [&](auto v, int64_t i) {
     using V = decltype(v);
-    store(gbias + i, load<V>(gbias + i) + load<V>(sums.data() + n + i));
+    vstore(gbias + i, vload<V>(gbias + i) + vload<V>(sums.data() + n + i));
   });
 }
 
@@ -244,7 +244,7 @@ void dyt_forward(const T* x, T alpha, const T* gamma, const T* beta, T* y, int64
         using V = decltype(v);
         using std::tanh;
         using xsimd::tanh;
-        store(yr + i, load<V>(gamma + i) * tanh(V(alpha) * load<V>(xr + i)) + load<V>(beta + i));
+        vstore(yr + i, vload<V>(gamma + i) * tanh(V(alpha) * vload<V>(xr + i)) + vload<V>(beta + i));
       });
     }
   });
@@ -268,13 +268,13 @@ void dyt_backward(const T* x, T alpha, const T* gamma, const T* gy, T* gx, T* ga
         using V = decltype(v);
         using std::tanh;
         using xsimd::tanh;
-        const V xv = load<V>(xr + i);
-        const V g = load<V>(gr + i);
+        const V xv = vload<V>(xr + i);
+        const V g = vload<V>(gr + i);
         const V t = tanh(V(alpha) * xv);
-        const V u = g * load<V>(gamma + i) * (V(1) - t * t);
-        if (ggamma) store(acc_gamma + i, load<V>(acc_gamma + i) + g * t);
-        if (gbeta) store(acc_beta + i, load<V>(acc_beta + i) + g);
-        if (gx) store(gx + r * n + i, V(alpha) * u);
+        const V u = g * vload<V>(gamma + i) * (V(1) - t * t);
+        if (ggamma) vstore(acc_gamma + i, vload<V>(acc_gamma + i) + g * t);
+        if (gbeta) vstore(acc_beta + i, vload<V>(acc_beta + i) + g);
+        if (gx) vstore(gx + r * n + i, V(alpha) * u);
         return u * xv;
       });
       acc[2 * n] += ga;
@@ -282,11 +282,11 @@ void dyt_backward(const T* x, T alpha, const T* gamma, const T* gy, T* gx, T* ga
   });
   if (ggamma) loop<T>(n, [&](auto v, int64_t i) {
     using V = decltype(v);
-    store(ggamma + i, load<V>(ggamma + i) + load<V>(sums.data() + i));
+    vstore(ggamma + i, vload<V>(ggamma + i) + vload<V>(sums.data() + i));
   });
   if (gbeta) loop<T>(n, [&](auto v, int64_t i) {
     using V = decltype(v);
-    store(gbeta + i, load<V>(gbeta + i) + load<V>(sums.data() + n + i));
+    vstore(gbeta + i, vload<V>(gbeta + i) + vload<V>(sums.data() + n + i));
   });
   if (galpha) *galpha += sums[2 * n];
 }
