@@ -135,6 +135,8 @@ TEST_CASE_TEMPLATE("AdamW: frozen parameters are skipped and zero_grad clears gr
   CHECK(x.value(0) != T(1));
   check_close(frozen.value, {1, 1, 1, 1}, 0);
   CHECK(opt.state("frozen").step == 0);
+  frozen.grad = Tensor<T>();  // frozen parameters may drop their gradient buffer
+  opt.step();
   opt.zero_grad();
   check_close(x.grad, {0, 0, 0, 0}, 0);
 }
@@ -303,6 +305,10 @@ TEST_CASE_TEMPLATE("clip_grad_norm: scales the global norm to max_norm and retur
   // Below the bound nothing changes.
   CHECK(optim::clip_grad_norm(ps, 10.0) == doctest::Approx(2.0).epsilon(4 * tol<T>()));
   check_close(x.grad, {1.2, 0}, 4 * tol<T>());
+  // A frozen parameter may have no gradient tensor at all.
+  z.grad = Tensor<T>();
+  CHECK(optim::clip_grad_norm(ps, 1.0) == doctest::Approx(2.0).epsilon(4 * tol<T>()));
+  optim::clip_grad_value(ps, 1.0);
 
   // A large tensor: the clipped norm is max_norm up to rounding.
   Rng rng(3);

@@ -166,7 +166,8 @@ class AdamW {
 
   void zero_grad() {
     for (auto& g : groups_)
-      for (auto* p : g.params) p->zero_grad();
+      for (auto* p : g.params)
+        if (p->grad.defined()) p->zero_grad();
   }
 
   // Multiplies every group's lr (a schedule's output); weight decay uses the scaled lr too.

@@ -32,11 +32,15 @@ double sum_of_squares(const T* x, int64_t n) {
   return s;
 }
 
+// True when p takes part in clipping; frozen parameters are skipped before their gradient is
+// looked at (it may be undefined).
 template <class T>
-void check_grad(const char* who, const autodiff::Parameter<T>* p) {
+bool clipped(const char* who, const autodiff::Parameter<T>* p) {
   SINKLAB_CHECK(p != nullptr, who, ": null parameter pointer");
+  if (!p->requires_grad) return false;
   SINKLAB_CHECK(p->grad.defined() && p->grad.is_contiguous(), who, ": parameter '", p->name,
                 "' needs a defined, contiguous gradient");
+  return true;
 }
 
 }  // namespace detail
@@ -45,10 +49,8 @@ void check_grad(const char* who, const autodiff::Parameter<T>* p) {
 template <class T>
 double grad_norm(const std::vector<autodiff::Parameter<T>*>& params) {
   double s = 0;
-  for (const auto* p : params) {
-    detail::check_grad("optim::grad_norm", p);
-    if (p->requires_grad) s += detail::sum_of_squares(p->grad.data(), p->grad.numel());
-  }
+  for (const auto* p : params)
+    if (detail::clipped("optim::grad_norm", p)) s += detail::sum_of_squares(p->grad.data(), p->grad.numel());
   return std::sqrt(s);
 }
 
@@ -86,8 +88,7 @@ void clip_grad_value(const std::vector<autodiff::Parameter<T>*>& params, double 
                 ", expected a finite value > 0");
   const T c = static_cast<T>(clip_value);
   for (auto* p : params) {
-    detail::check_grad("optim::clip_grad_value", p);
-    if (!p->requires_grad) continue;
+    if (!detail::clipped("optim::clip_grad_value", p)) continue;
     T* g = p->grad.data();
     parallel_for(0, p->grad.numel(), int64_t{1} << 15, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) g[i] = g[i] > c ? c : (g[i] < -c ? -c : g[i]);

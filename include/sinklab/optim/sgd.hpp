@@ -123,7 +123,8 @@ class SGD {
 
   void zero_grad() {
     for (auto& g : groups_)
-      for (auto* p : g.params) p->zero_grad();
+      for (auto* p : g.params)
+        if (p->grad.defined()) p->zero_grad();
   }
 
   void set_lr_scale(double s) {
