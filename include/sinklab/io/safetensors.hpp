@@ -432,7 +432,14 @@ class SafetensorsWriter {
   std::pair<std::string, std::string> serialize() const {
     nlohmann::json header = nlohmann::json::object();
     std::string data;
-    for (const Item& it : items_) {
+    // Larger elements first, like the reference writer: with the header padded to 8 bytes,
+    // every tensor then starts at a multiple of its element size in the file.
+    std::vector<const Item*> order;
+    for (const Item& it : items_) order.push_back(&it);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const Item* a, const Item* b) { return dtype_size(a->dtype) > dtype_size(b->dtype); });
+    for (const Item* item : order) {
+      const Item& it = *item;
       const uint64_t begin = data.size();
       data += it.bytes;
       header[it.name] = {{"dtype", dtype_name(it.dtype)}, {"shape", it.shape}, {"data_offsets", {begin, data.size()}}};
