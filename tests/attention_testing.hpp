@@ -65,11 +65,16 @@ inline const GateCfg kAllGates[] = {GateCfg::None, GateCfg::ValuesHead, GateCfg:
                                     GateCfg::OutputChannel};
 inline const char* gate_name(GateCfg g) {
   switch (g) {
-    case GateCfg::None: return "no gate";
-    case GateCfg::ValuesHead: return "gate on values per head";
-    case GateCfg::ValuesChannel: return "gate on values per channel";
-    case GateCfg::OutputHead: return "gate on output per head";
-    case GateCfg::OutputChannel: return "gate on output per channel";
+    case GateCfg::None:
+      return "no gate";
+    case GateCfg::ValuesHead:
+      return "gate on values per head";
+    case GateCfg::ValuesChannel:
+      return "gate on values per channel";
+    case GateCfg::OutputHead:
+      return "gate on output per head";
+    case GateCfg::OutputChannel:
+      return "gate on output per channel";
   }
   return "?";
 }
@@ -155,21 +160,31 @@ Problem<double, Score, Value> make_problem(const Score& score, const Value& valu
 template <class T>
 Tensor<T> apply_gate(GateCfg g, const Tensor<T>& x, const Tensor<T>& logit) {
   switch (g) {
-    case GateCfg::ValuesHead: return gate_forward(GValuesHead{}, x, logit);
-    case GateCfg::ValuesChannel: return gate_forward(GValuesChannel{}, x, logit);
-    case GateCfg::OutputHead: return gate_forward(GOutputHead{}, x, logit);
-    case GateCfg::OutputChannel: return gate_forward(GOutputChannel{}, x, logit);
-    default: return x;
+    case GateCfg::ValuesHead:
+      return gate_forward(GValuesHead{}, x, logit);
+    case GateCfg::ValuesChannel:
+      return gate_forward(GValuesChannel{}, x, logit);
+    case GateCfg::OutputHead:
+      return gate_forward(GOutputHead{}, x, logit);
+    case GateCfg::OutputChannel:
+      return gate_forward(GOutputChannel{}, x, logit);
+    default:
+      return x;
   }
 }
 template <class T>
 GateGrads<T> apply_gate_backward(GateCfg g, const Tensor<T>& x, const Tensor<T>& logit, const Tensor<T>& dy) {
   switch (g) {
-    case GateCfg::ValuesHead: return gate_backward(GValuesHead{}, x, logit, dy);
-    case GateCfg::ValuesChannel: return gate_backward(GValuesChannel{}, x, logit, dy);
-    case GateCfg::OutputHead: return gate_backward(GOutputHead{}, x, logit, dy);
-    case GateCfg::OutputChannel: return gate_backward(GOutputChannel{}, x, logit, dy);
-    default: return {dy, Tensor<T>()};
+    case GateCfg::ValuesHead:
+      return gate_backward(GValuesHead{}, x, logit, dy);
+    case GateCfg::ValuesChannel:
+      return gate_backward(GValuesChannel{}, x, logit, dy);
+    case GateCfg::OutputHead:
+      return gate_backward(GOutputHead{}, x, logit, dy);
+    case GateCfg::OutputChannel:
+      return gate_backward(GOutputChannel{}, x, logit, dy);
+    default:
+      return {dy, Tensor<T>()};
   }
 }
 
@@ -197,9 +212,8 @@ PipelineGrads<T, Score, Value> run(const Problem<T, Score, Value>& p, bool grads
     dout = gg.dx;
     r.dgate = gg.dlogit;
   }
-  AttentionGrads<T, Score> cg = Fused
-                                    ? attention_fused_backward(p.score, mask, p.q, p.k, vt, p.sp, fwd, dout, p.opt)
-                                    : attention_reference_backward(p.score, mask, p.q, p.k, vt, p.sp, dout, p.opt);
+  AttentionGrads<T, Score> cg = Fused ? attention_fused_backward(p.score, mask, p.q, p.k, vt, p.sp, fwd, dout, p.opt)
+                                      : attention_reference_backward(p.score, mask, p.q, p.k, vt, p.sp, dout, p.opt);
   Tensor<T> dvhat = cg.dv;
   if (on_values(p.gate)) {
     GateGrads<T> gg = apply_gate_backward(p.gate, vhat, p.gate_logit, cg.dv);
@@ -242,16 +256,20 @@ void for_each_grad(const PipelineGrads<T, Score, Value>& a, const PipelineGrads<
   for (std::size_t i = 0; i < pa.size(); ++i) f(pa[i].first.c_str(), pa[i].second, pb[i]);
 }
 
-// fp32: fused forward and backward equal the materialised reference.
+// fp32: fused forward and backward equal the materialised reference within `tol`. Parameter
+// gradients (sink logits, θ) are single numbers summed over B·T or B·S terms of both signs, so
+// float cancellation in them is larger; they get `param_tol` here and 1e-6 in the fp64 gradcheck.
 template <class Mask, class Score, class Value>
-void check_fused_matches_reference(const Problem<double, Score, Value>& pd, double tol = 1e-5) {
+void check_fused_matches_reference(const Problem<double, Score, Value>& pd, double tol = 1e-5,
+                                   double param_tol = 5e-5) {
   const auto pf = cast<float>(pd);
   const auto fused = run<true, Mask>(pf, true);
   const auto ref = run<false, Mask>(pf, true);
   for_each_grad(fused, ref, [&](const char* name, const Tensor<float>& a, const Tensor<float>& b) {
     INFO(std::string(name));
     CHECK(all_finite(a));
-    CHECK(rel_error(a, b) <= tol);
+    const bool param = std::string(name).rfind("dscore.", 0) == 0 || std::string(name).rfind("dvalue.", 0) == 0;
+    CHECK(rel_error(a, b) <= (param ? param_tol : tol));
   });
 }
 
@@ -282,8 +300,7 @@ void check_gradients(Problem<double, Score, Value> p, double tol = 1e-6) {
 // Shapes exercised for each mask: GQA/MQA, T ≠ S, padding and fully masked rows, and small
 // blocks so that several (and partial) query and key blocks occur.
 inline std::vector<Dims> gradcheck_dims(bool causal) {
-  if (causal)
-    return {{2, 4, 2, 6, 6, 4, {}, 4, 3}, {2, 2, 1, 5, 7, 4, {7, 4}, 2, 4}};
+  if (causal) return {{2, 4, 2, 6, 6, 4, {}, 4, 3}, {2, 2, 1, 5, 7, 4, {7, 4}, 2, 4}};
   return {{2, 2, 2, 5, 6, 4, {6, 0}, 3, 4}, {1, 4, 1, 6, 6, 4, {}, 64, 64}};
 }
 inline std::vector<Dims> fp32_dims(bool causal) {
@@ -301,20 +318,22 @@ void check_score_policy(const Score& score, uint64_t seed) {
         auto body = [&](auto mask) {
           using Mask = decltype(mask);
           for (const Dims& dm : fp32_dims(causal)) {
-            INFO(std::string(Score::name), " / ", std::string(decltype(value)::name), " / ", std::string(gate_name(g)), " / ",
-                 std::string(Mask::name), " T=", dm.T,
-                 " S=", dm.S, " H=", dm.H, " Hkv=", dm.Hkv, " [fp32 fused vs reference]");
+            INFO(std::string(Score::name), " / ", std::string(decltype(value)::name), " / ", std::string(gate_name(g)),
+                 " / ", std::string(Mask::name), " T=", dm.T, " S=", dm.S, " H=", dm.H, " Hkv=", dm.Hkv,
+                 " [fp32 fused vs reference]");
             check_fused_matches_reference<Mask>(make_problem(score, value, g, dm, seed++));
           }
           for (const Dims& dm : gradcheck_dims(causal)) {
-            INFO(std::string(Score::name), " / ", std::string(decltype(value)::name), " / ", std::string(gate_name(g)), " / ",
-                 std::string(Mask::name), " T=", dm.T,
-                 " S=", dm.S, " H=", dm.H, " Hkv=", dm.Hkv, " [fp64 gradcheck]");
+            INFO(std::string(Score::name), " / ", std::string(decltype(value)::name), " / ", std::string(gate_name(g)),
+                 " / ", std::string(Mask::name), " T=", dm.T, " S=", dm.S, " H=", dm.H, " Hkv=", dm.Hkv,
+                 " [fp64 gradcheck]");
             check_gradients<Mask>(make_problem(score, value, g, dm, seed++));
           }
         };
-        if (causal) body(mask::Causal{});
-        else body(mask::Bidirectional{});
+        if (causal)
+          body(mask::Causal{});
+        else
+          body(mask::Bidirectional{});
       }
     }
   };

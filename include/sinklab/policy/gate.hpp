@@ -61,16 +61,21 @@ struct Init {
   bool has_bias() const { return bias != BiasInit::None; }
   double bias_value() const {
     switch (bias) {
-      case BiasInit::Logit025: return std::log(0.25 / 0.75);
-      case BiasInit::Two: return 2.0;
-      default: return 0.0;
+      case BiasInit::Logit025:
+        return std::log(0.25 / 0.75);
+      case BiasInit::Two:
+        return 2.0;
+      default:
+        return 0.0;
     }
   }
   // Fills W_g (any shape) and, when given, the bias.
   template <class T>
   void initialise(Rng& rng, Tensor<T>& w, Tensor<T>* b = nullptr) const {
-    if (weight == WeightInit::Normal) rng.fill_normal(w, T(0), static_cast<T>(sigma));
-    else w.fill(T(0));
+    if (weight == WeightInit::Normal)
+      rng.fill_normal(w, T(0), static_cast<T>(sigma));
+    else
+      w.fill(T(0));
     if (b) {
       SINKLAB_CHECK(has_bias(), "gate::Init::initialise: a bias tensor of shape ", b->shape(),
                     " was given but this init has no bias (BiasInit::None)");
@@ -93,8 +98,7 @@ inline constexpr bool is_placement_v = std::is_same_v<P, on_output> || std::is_s
 
 template <Source S, class Gran, class Place>
 struct SigmoidGate {
-  static_assert(is_granularity_v<Gran>,
-                "gate: the granularity argument must be gate::per_head or gate::per_channel");
+  static_assert(is_granularity_v<Gran>, "gate: the granularity argument must be gate::per_head or gate::per_channel");
   static_assert(is_placement_v<Place>, "gate: the placement argument must be gate::on_output or gate::on_values");
   static constexpr Source source = S;
   static constexpr bool enabled = true;

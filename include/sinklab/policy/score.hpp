@@ -100,9 +100,7 @@ struct ClippedSoftmax {
   double zeta = 1.0;
   double gamma = -0.025;
 
-  static ClippedSoftmax for_length(int64_t n, double alpha = 12.0) {
-    return {1.0, -alpha / static_cast<double>(n)};
-  }
+  static ClippedSoftmax for_length(int64_t n, double alpha = 12.0) { return {1.0, -alpha / static_cast<double>(n)}; }
   template <class T>
   using Params = policy::NoParams<T>;
   template <class T>
@@ -110,8 +108,8 @@ struct ClippedSoftmax {
     return {};
   }
   void validate(const char* where) const {
-    SINKLAB_CHECK(zeta >= 1.0 && gamma <= 0.0, where, ": ClippedSoftmax needs zeta >= 1 and gamma <= 0, got zeta = ",
-                  zeta, ", gamma = ", gamma);
+    SINKLAB_CHECK(zeta >= 1.0 && gamma <= 0.0, where,
+                  ": ClippedSoftmax needs zeta >= 1 and gamma <= 0, got zeta = ", zeta, ", gamma = ", gamma);
   }
 
   template <class V>
@@ -189,9 +187,9 @@ struct Identity {
 };
 
 template <class H>
-inline constexpr bool is_activation_v = std::is_same_v<H, ReLU> || std::is_same_v<H, ReLU2> ||
-                                         std::is_same_v<H, GELU> || std::is_same_v<H, Softplus> ||
-                                         std::is_same_v<H, Identity>;
+inline constexpr bool is_activation_v =
+    std::is_same_v<H, ReLU> || std::is_same_v<H, ReLU2> || std::is_same_v<H, GELU> || std::is_same_v<H, Softplus> ||
+    std::is_same_v<H, Identity>;
 }  // namespace fn
 
 // Shared members of the point-wise scores (no parameters, no sink, no clipping).

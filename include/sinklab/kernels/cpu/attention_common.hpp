@@ -121,8 +121,8 @@ AttentionDims check_shapes(const char* kernel, const Tensor<T>& q, const Tensor<
   SINKLAB_CHECK(dm.d > 0, kernel, ": head dimension must be positive, got q ", q.shape());
   SINKLAB_CHECK(dm.Hkv > 0 && dm.H % dm.Hkv == 0, kernel, ": query heads of q ", q.shape(),
                 " must be a multiple of the key/value heads of k ", k.shape());
-  SINKLAB_CHECK(opt.block_q > 0 && opt.block_k > 0, kernel, ": block sizes must be positive, got block_q = ",
-                opt.block_q, ", block_k = ", opt.block_k);
+  SINKLAB_CHECK(opt.block_q > 0 && opt.block_k > 0, kernel,
+                ": block sizes must be positive, got block_q = ", opt.block_q, ", block_k = ", opt.block_k);
   if (opt.kv_lengths.defined()) {
     SINKLAB_CHECK(opt.kv_lengths.rank() == 1 && opt.kv_lengths.size(0) == dm.B, kernel, ": kv_lengths of shape ",
                   opt.kv_lengths.shape(), " must be [B] = [", dm.B, "] for q ", q.shape());

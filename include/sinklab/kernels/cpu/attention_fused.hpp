@@ -276,7 +276,8 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
 
           if constexpr (normalised) {
             if constexpr (!Score::clipped) {
-              for (int64_t r = 0; r < rows; ++r) D[r] = detail::dot(dO + r * d, out.data() + (bh * dm.T + i0 + r) * d, d);
+              for (int64_t r = 0; r < rows; ++r)
+                D[r] = detail::dot(dO + r * d, out.data() + (bh * dm.T + i0 + r) * d, d);
             } else {
               for (int64_t r = 0; r < rows; ++r) D[r] = T(0);
               for (int64_t j0 = 0; j0 < kend; j0 += Bk) {

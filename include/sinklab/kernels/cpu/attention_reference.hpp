@@ -17,8 +17,8 @@ namespace detail {
 // Logits (scaled, −inf where masked), weights a_ij and, for the softmax family, the normalised
 // p_ij and the row lse, of one (batch, head): all [T, S] row-major in caller buffers.
 template <class Score, class Mask, class T>
-void reference_head(const Score& score, const AttentionDims& dm, const T* Q, const T* K, T scale, int64_t kvlen,
-                    T sink, T* logits, T* weights, T* probs, T* lse) {
+void reference_head(const Score& score, const AttentionDims& dm, const T* Q, const T* K, T scale, int64_t kvlen, T sink,
+                    T* logits, T* weights, T* probs, T* lse) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   gemm(Trans::N, Trans::T, dm.T, dm.S, dm.d, scale, Q, dm.d, K, dm.d, T(0), logits, dm.S);
   for (int64_t i = 0; i < dm.T; ++i) {
@@ -63,7 +63,8 @@ AttentionForward<T> attention_reference_forward(const Score& score, const Mask&,
                                                 Tensor<T>* logits = nullptr) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_reference_forward: Score must be a sinklab::score policy");
-  static_assert(mask::is_policy_v<Mask>, "attention_reference_forward: Mask must be mask::Causal or mask::Bidirectional");
+  static_assert(mask::is_policy_v<Mask>,
+                "attention_reference_forward: Mask must be mask::Causal or mask::Bidirectional");
   constexpr const char* kernel = "attention_reference_forward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T>(kernel, score, params, dm);
@@ -93,8 +94,7 @@ AttentionForward<T> attention_reference_forward(const Score& score, const Mask&,
       const T sk = Score::has_sink ? sink.data()[h] : T(0);
       detail::reference_head<Score, Mask>(score, dm, Q, K, scale, detail::kv_length(opt, b, dm.S), sk, s, a,
                                           p_buf.data(), lse);
-      gemm(Trans::N, Trans::N, dm.T, dm.d, dm.S, T(1), a, dm.S, V, dm.d, T(0), res.out.data() + bh * dm.T * dm.d,
-           dm.d);
+      gemm(Trans::N, Trans::N, dm.T, dm.d, dm.S, T(1), a, dm.S, V, dm.d, T(0), res.out.data() + bh * dm.T * dm.d, dm.d);
     }
   });
   return res;
@@ -105,8 +105,8 @@ AttentionForward<T> attention_reference_forward(const Score& score, const Mask&,
 template <class Score, class Mask, class T>
 AttentionGrads<T, Score> attention_reference_backward(const Score& score, const Mask&, const Tensor<T>& q_,
                                                       const Tensor<T>& k_, const Tensor<T>& v_,
-                                                      const score::params_t<Score, T>& params,
-                                                      const Tensor<T>& dout_, const AttentionOptions& opt = {}) {
+                                                      const score::params_t<Score, T>& params, const Tensor<T>& dout_,
+                                                      const AttentionOptions& opt = {}) {
   detail::require_float<T>();
   constexpr const char* kernel = "attention_reference_backward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
@@ -161,8 +161,8 @@ AttentionGrads<T, Score> attention_reference_backward(const Score& score, const 
             const score::RowConstants rc = score.row(e, kvlen);
             const T* sr = s.data() + i * dm.S;
             for (int64_t j = 0; j < dm.S; ++j)
-              dsr[j] = j < e ? score.weight_grad(sr[j], static_cast<T>(rc.scale), static_cast<T>(rc.bias)) * dsr[j]
-                             : T(0);
+              dsr[j] =
+                  j < e ? score.weight_grad(sr[j], static_cast<T>(rc.scale), static_cast<T>(rc.bias)) * dsr[j] : T(0);
           }
         }
         gemm(Trans::N, Trans::N, dm.T, dm.d, dm.S, scale, da.data(), dm.S, K, dm.d, T(0),

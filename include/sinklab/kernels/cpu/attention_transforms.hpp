@@ -37,8 +37,8 @@ template <class T, class P>
 void check_value_params(const char* fn, const Tensor<T>& v, const P& params) {
   if constexpr (requires { params.theta; }) {
     SINKLAB_CHECK(params.theta.defined() && params.theta.rank() == 1 && params.theta.size(0) == v.size(1), fn,
-                  ": theta of shape ", params.theta.defined() ? params.theta.shape() : Shape{},
-                  " must be [H_kv] = [", v.size(1), "] for values ", v.shape());
+                  ": theta of shape ", params.theta.defined() ? params.theta.shape() : Shape{}, " must be [H_kv] = [",
+                  v.size(1), "] for values ", v.shape());
   }
 }
 }  // namespace detail
@@ -131,7 +131,8 @@ ValueTransformGrads<T, value::VScale> value_transform_backward(const value::VSca
 namespace detail {
 template <class Gate, class T>
 int64_t check_gate(const char* fn, const Tensor<T>& x, const Tensor<T>& logit) {
-  static_assert(gate::is_policy_v<Gate>, "gate_forward/gate_backward: the first argument must be a sinklab::gate policy");
+  static_assert(gate::is_policy_v<Gate>,
+                "gate_forward/gate_backward: the first argument must be a sinklab::gate policy");
   static_assert(Gate::enabled, "gate_forward/gate_backward: gate::None has no gate to apply");
   SINKLAB_CHECK(x.defined() && x.rank() == 4, fn, ": gated tensor must be [B, heads, tokens, d], got ",
                 x.defined() ? x.shape() : Shape{});
