@@ -21,6 +21,8 @@ struct AttentionRecorder {
   Tensor<T> lse;      // [B, H, T] row logsumexp of the softmax family (includes the sink)
 
   // Filled by the layer.
+  Tensor<T> values;                   // [B, H_kv, S, d]  v before the value transform (for ‖W_O v_s‖)
+  Tensor<T> output;                   // [B, T, D]  the layer's output, i.e. the attention update U
   Tensor<T> value_norms;              // [B, H_kv, S]  |v_j|
   Tensor<T> transformed_value_norms;  // [B, H_kv, S]  |v̂_j| after the value transform and value gate
   Tensor<T> gate_values;              // [B, heads, tokens, G] σ(gate logits)
