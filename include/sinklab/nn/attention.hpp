@@ -53,7 +53,9 @@ struct Extras {
   probe::AttentionRecorder<T>* probe = nullptr;  // must outlive backward() to receive gradients
   const Tensor<int64_t>* kv_lengths = nullptr;   // [B] valid keys per sequence (padding at the end)
   Var<T> gate_logits;                            // gate::FromAnchor: [B, gate heads, T, G]
-  std::function<void(Tape<T>&, Projections<T>&)> mix;  // anchor mixing hook
+  // Anchor mixing: rewrites the projections; x is the layer's (normed) input, for dynamic
+  // per-token coefficients.
+  std::function<void(Tape<T>&, Var<T> x, Projections<T>&)> mix;
 };
 
 namespace detail {
@@ -175,7 +177,7 @@ struct Attention {
           p.gate = nn::split_heads(lg, 0, gate_heads, gate_channels);
         }
       }
-      if (ex.mix) ex.mix(tape, p);
+      if (ex.mix) ex.mix(tape, x, p);
       if constexpr (Gate::enabled) {
         SINKLAB_CHECK(p.gate.defined(), "Attention '", name,
                       "': gate::FromAnchor needs gate logits (Extras::gate_logits or a mix hook that sets them)");

@@ -73,7 +73,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   detail::check_score_params<T>(kernel, score, params, dm);
   const Tensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous();
   constexpr bool normalised = Score::family == score::Family::Normalised;
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  [[maybe_unused]] constexpr T ninf = -std::numeric_limits<T>::infinity();
 
   AttentionForward<T> res;
   res.out = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
@@ -214,7 +214,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T>(kernel, score, params, dm);
   constexpr bool normalised = Score::family == score::Family::Normalised;
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  [[maybe_unused]] constexpr T ninf = -std::numeric_limits<T>::infinity();
   SINKLAB_CHECK(dout_.shape() == q_.shape(), kernel, ": dout ", dout_.shape(), " must have the shape of q ",
                 q_.shape());
   SINKLAB_CHECK(fwd.out.defined() && fwd.out.shape() == q_.shape(), kernel, ": saved output ",

@@ -2,6 +2,7 @@
 //   C = alpha · op(A) · op(B) + beta · C,  op(X) = X or Xᵀ
 #pragma once
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdint>
 
 #include "sinklab/core/parallel.hpp"
@@ -10,9 +11,10 @@ namespace sinklab::kernels::cpu {
 
 enum class Trans { N, T };
 
+namespace detail {
 template <class T>
-void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                 int64_t ldb, T beta, T* C, int64_t ldc) {
   using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CMap = Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
   using MMap = Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
@@ -37,6 +39,41 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
   else if (ta == Trans::N) run(a, b.transpose());
   else if (tb == Trans::N) run(a.transpose(), b);
   else run(a.transpose(), b.transpose());
+}
+}  // namespace detail
+
+// Threads split C into row (or column) panels, each an independent single-threaded Eigen
+// product. Eigen's own threading shares the packing of A and spin-waits for the other
+// threads, which collapses when another process holds a core; panels never wait.
+template <class T>
+void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  const int threads = num_threads();
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  if (threads <= 1 || in_parallel_region() || flops < 2.0 * 64 * 64 * 64) {
+    detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  constexpr int64_t kAlign = 16;  // panel edges on multiples of the micro-kernel size
+  if (M >= N) {
+    const int64_t panel = ((M + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
+    parallel_for(0, (M + panel - 1) / panel, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t i0 = p * panel, m = std::min(panel, M - i0);
+        const T* a = ta == Trans::N ? A + i0 * lda : A + i0;
+        detail::gemm_serial(ta, tb, m, N, K, alpha, a, lda, B, ldb, beta, C + i0 * ldc, ldc);
+      }
+    });
+  } else {
+    const int64_t panel = ((N + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
+    parallel_for(0, (N + panel - 1) / panel, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = p * panel, n = std::min(panel, N - j0);
+        const T* b = tb == Trans::N ? B + j0 : B + j0 * ldb;
+        detail::gemm_serial(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
+      }
+    });
+  }
 }
 
 // Batched GEMM over contiguous row-major matrices: batch i uses A + i·strideA etc. A stride of
