@@ -18,6 +18,7 @@
 #include "sinklab/nn/heads.hpp"
 #include "sinklab/nn/init.hpp"
 #include "sinklab/nn/module.hpp"
+#include "sinklab/nn/projection.hpp"
 #include "sinklab/policy/compose.hpp"
 #include "sinklab/policy/norm.hpp"
 #include "sinklab/policy/pos.hpp"
@@ -164,7 +165,7 @@ struct Attention {
     Var<T> forward(Tape<T>& tape, Var<T> x, const Extras<T>& ex) {
       SINKLAB_CHECK(x.rank() == 3 && x.shape()[2] == cfg.d_model, "Attention '", name, "': input of shape ",
                     x.shape(), ", expected [B, T, ", cfg.d_model, "]");
-      auto qkv = matmul(x, tape.param(w_qkv));
+      auto qkv = matmul(nn::projection_input(tape, x, w_qkv), tape.param(w_qkv));
       Projections<T> p{nn::split_heads(qkv, 0, H, dh), nn::split_heads(qkv, H * dh, Hkv, dh),
                        nn::split_heads(qkv, (H + Hkv) * dh, Hkv, dh), Var<T>{}};
       if constexpr (Gate::enabled) {
@@ -172,7 +173,7 @@ struct Attention {
           p.gate = ex.gate_logits;
         } else {
           Var<T> src = Gate::source == gate::Source::FromInput ? x : slice(qkv, 2, (H + Hkv) * dh, (H + 2 * Hkv) * dh);
-          Var<T> lg = matmul(src, tape.param(w_gate));
+          Var<T> lg = matmul(nn::projection_input(tape, src, w_gate), tape.param(w_gate));
           if (b_gate.value.defined()) lg = lg + tape.param(b_gate);
           p.gate = nn::split_heads(lg, 0, gate_heads, gate_channels);
         }
@@ -195,7 +196,7 @@ struct Attention {
         p.k = pos::rope(p.k, rope_table, 0);
       }
       Var<T> o = core(tape, p, ex);
-      Var<T> y = matmul(nn::merge_heads(o), tape.param(w_o));
+      Var<T> y = matmul(nn::projection_input(tape, nn::merge_heads(o), w_o), tape.param(w_o));
       if (ex.probe) ex.probe->output = y.value();
       return y;
     }

@@ -8,6 +8,7 @@
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/nn/init.hpp"
 #include "sinklab/nn/module.hpp"
+#include "sinklab/nn/projection.hpp"
 
 namespace sinklab::nn {
 
@@ -33,6 +34,7 @@ struct Linear {
   autodiff::Var<T> operator()(autodiff::Tape<T>& tape, autodiff::Var<T> x) {
     SINKLAB_CHECK(x.rank() >= 1 && x.shape()[-1] == in, "Linear '", name, "': input of shape ", x.shape(),
                   " has last axis ", (x.rank() ? x.shape()[-1] : 0), ", expected ", in);
+    x = projection_input(tape, x, weight);
     auto y = x.rank() == 1 ? reshape(matmul(reshape(x, {1, in}), tape.param(weight)), {out})
                            : matmul(x, tape.param(weight));
     return has_bias() ? y + tape.param(bias) : y;

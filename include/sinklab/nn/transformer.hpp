@@ -216,7 +216,8 @@ struct Transformer {
     // ids [B, T] → logits [B, T, vocab]
     Var<T> logits(Tape<T>& tape, const Tensor<int32_t>& ids, ModelProbe<T>* probe = nullptr) {
       Var<T> h = hidden(tape, ids, probe);
-      if (cfg.tie_embeddings) return matmul(h, transpose(tape.param(embed.weight), 0, 1));
+      if (cfg.tie_embeddings)
+        return matmul(projection_input(tape, h, embed.weight, true), transpose(tape.param(embed.weight), 0, 1));
       return lm_head(tape, h);
     }
 

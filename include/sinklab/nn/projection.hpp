@@ -1,0 +1,58 @@
+// The seam at the input of every weight projection y = x·W: nn::Linear, the attention's fused
+// QKV, gate and output projections, and a tied LM head all pass their input through
+// projection_input(tape, x, weight) before the matmul. With no hook installed (the normal
+// case) it returns x unchanged after one thread-local pointer test; a ProjectionInputScope
+// installs a hook for the forward passes run on this thread while it lives, e.g. the
+// activation fake-quantizers and calibration observers of quant/model.hpp. A hook sees which
+// weight the input is about to meet (so it can keep per-site state keyed by the weight's
+// name) and returns the Var the matmul should use instead.
+#pragma once
+#include <functional>
+
+#include "sinklab/autodiff/autodiff.hpp"
+
+namespace sinklab::nn {
+
+template <class T>
+struct ProjectionSite {
+  autodiff::Parameter<T>& weight;  // the projection's weight
+  bool transposed = false;         // false: y = x·W with W [in, out]; true: y = x·Wᵀ (tied LM head)
+};
+
+template <class T>
+using ProjectionInputHook = std::function<autodiff::Var<T>(autodiff::Tape<T>&, autodiff::Var<T> x, const ProjectionSite<T>&)>;
+
+namespace detail {
+template <class T>
+const ProjectionInputHook<T>*& projection_input_hook() {
+  thread_local const ProjectionInputHook<T>* hook = nullptr;
+  return hook;
+}
+}  // namespace detail
+
+// Installs `hook` on this thread until destroyed; scopes nest (the previous hook comes back).
+// The hook must outlive the scope.
+template <class T>
+class ProjectionInputScope {
+ public:
+  explicit ProjectionInputScope(const ProjectionInputHook<T>& hook) : previous_(detail::projection_input_hook<T>()) {
+    detail::projection_input_hook<T>() = &hook;
+  }
+  ~ProjectionInputScope() { detail::projection_input_hook<T>() = previous_; }
+  ProjectionInputScope(const ProjectionInputScope&) = delete;
+  ProjectionInputScope& operator=(const ProjectionInputScope&) = delete;
+
+ private:
+  const ProjectionInputHook<T>* previous_;
+};
+
+// x as the projection with `weight` should see it.
+template <class T>
+autodiff::Var<T> projection_input(autodiff::Tape<T>& tape, autodiff::Var<T> x, autodiff::Parameter<T>& weight,
+                                  bool transposed = false) {
+  const ProjectionInputHook<T>* hook = detail::projection_input_hook<T>();
+  if (!hook) return x;
+  return (*hook)(tape, x, ProjectionSite<T>{weight, transposed});
+}
+
+}  // namespace sinklab::nn
