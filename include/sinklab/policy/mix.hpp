@@ -1,20 +1,57 @@
 // mix:: — anchor mixing of Q, K, V and gate logits across layers (ResFormer, NuResFormer,
 // ExoFormer). A mixing policy's Module lives in the model's layer stack: begin() sees the
 // token embeddings once per forward, and hook(layer) returns the attention layer's mixing
-// hook (attn::Extras::mix), or an empty function for layers it leaves alone.
+// hook (attn::Extras::mix), or an empty function for layers it leaves alone. The hook runs
+// after the projections and before QK-norm and RoPE; gate logits are mixed as logits.
+//
+//   ResFormer          V_n = λ₁·V_1 + λ₂·V_n for n ≥ 2 (layer 1 = index 0 gives V_1, raw);
+//                      official: fixed λ₁ = λ₂ = 0.5 (Options::learnable makes them scalars
+//                      per layer, trained).
+//   NuResFormer<G, M>  internal anchor: layer 1's q, k, v, g, each RMS-normed per head with a
+//                      learnable gain, mixed into every later layer:
+//                      Ŝ_n = λ₁ ⊙ RMSNorm(S_anc) + λ₂ ⊙ S_n   (S ∈ {Q, K, V, G}, n ≥ 2).
+//   ExoFormer<G, M>    external anchor: one Linear(d → q + k + v + g columns) on the embeddings,
+//                      split per head and RMS-normed per head (gain init 1), mixed into every
+//                      layer, the first included.
+//
+// G is the coefficients' granularity (mix::scalar, mix::per_head, mix::per_element; the paper's
+// headline models are per_element), M is mix::Static or mix::Dynamic. Dynamic mixing scales
+// the λ per token: γ = σ(fc2(GELU(fc1(x)))), fc1 d → 16 without bias, fc2 16 → 8 (6 without a
+// gate) zero-initialised with bias, so γ = 0.5 at init and λ starts at 1.0 instead of 0.5;
+// Ŝ = (λ₁γ₁) ⊙ RMSNorm(S_anc) + (λ₂γ₂) ⊙ S with γ = (q1, q2, k1, k2, v1, v2, g1, g2).
+//
+// Anchor normalisation follows the paper's "full residual norms" (Options::normalize_anchor;
+// false gives its "no norm" ablations). The official NuResFormer code reuses layer 1's QK-norm
+// output as the q/k anchors; here every anchor has its own gain, which is the same function
+// with separately learnt gains. A per-head gate (one logit per head) is never normalised:
+// RMS-normalising a single value would keep only its sign.
 #pragma once
+#include <array>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/nn/attention.hpp"
+#include "sinklab/nn/heads.hpp"
+#include "sinklab/nn/linear.hpp"
+#include "sinklab/policy/norm.hpp"
 
 namespace sinklab::mix {
+
+using autodiff::Parameter;
+using autodiff::Tape;
+using autodiff::Var;
 
 // The shapes a mixing module needs to build its parameters.
 struct Dims {
   int64_t d_model = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t gate_heads = 0, gate_channels = 0;  // 0 when the attention has no gate
 };
+
+template <class T>
+using Hook = std::function<void(Tape<T>&, Var<T>, attn::Projections<T>&)>;
 
 struct None {
   static constexpr const char* name = "None";
@@ -31,5 +68,435 @@ struct None {
     void parameters(V&&) {}
   };
 };
+
+enum class Granularity { Scalar, Head, Element };
+struct scalar {
+  static constexpr Granularity value = Granularity::Scalar;
+};
+struct per_head {
+  static constexpr Granularity value = Granularity::Head;
+};
+struct per_element {
+  static constexpr Granularity value = Granularity::Element;
+};
+struct Static {
+  static constexpr bool dynamic = false;
+};
+struct Dynamic {
+  static constexpr bool dynamic = true;
+};
+
+// Settings of NuResFormer and ExoFormer.
+struct AnchorOptions {
+  bool q = true, k = true, v = true, g = true;  // which projections are mixed (g: when the attention has a gate)
+  bool normalize_anchor = true;                 // RMSNorm(S_anc) per head with a learnable gain
+  std::optional<double> lambda_init{};          // unset: 0.5 (static) or 1.0 (dynamic)
+  int64_t dynamic_hidden = 16;                  // fc1's width
+  double eps = 1e-6;                            // of the anchor norms
+  nn::Init init = nn::Init::normal(0.02);       // ExoFormer's anchor projection and fc1
+};
+
+// ŝ[b,h,t,c] = l1[h,c]·γ[b,t,col1]·a[b,h,t,c] + l2[h,c]·γ[b,t,col2]·s[b,h,t,c]  (one node).
+// a (the anchor) and s are [B, H, T, C]; the coefficients are [1] (Scalar), [H] (Head) or
+// [H, C] (Element); γ, when given, is [B, T, K]. Without s (gate logits only from the anchor)
+// the second term is absent and l2 is ignored.
+template <class T>
+Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, Granularity gran, Var<T> gamma = {},
+                int64_t col1 = 0, int64_t col2 = 1) {
+  SINKLAB_CHECK(anchor.defined() && anchor.rank() == 4, "mix::mix_pair: anchor must be [B, heads, T, C], got ",
+                anchor.defined() ? anchor.shape() : Shape{});
+  const Shape shape = anchor.shape();
+  const int64_t B = shape[0], H = shape[1], L = shape[2], C = shape[3];
+  const bool has_s = current.defined();
+  SINKLAB_CHECK(!has_s || current.shape() == shape, "mix::mix_pair: projection of shape ", current.shape(),
+                " does not match its anchor ", shape);
+  const Shape want = gran == Granularity::Scalar ? Shape{1} : gran == Granularity::Head ? Shape{H} : Shape{H, C};
+  SINKLAB_CHECK(l1.defined() && l1.shape() == want && (!has_s || (l2.defined() && l2.shape() == want)),
+                "mix::mix_pair: coefficients of shapes ", l1.defined() ? l1.shape() : Shape{}, " and ",
+                l2.defined() ? l2.shape() : Shape{}, ", expected ", want, " for projections ", shape);
+  const bool has_g = gamma.defined();
+  const int64_t K = has_g ? gamma.shape()[-1] : 0;
+  SINKLAB_CHECK(!has_g || (gamma.rank() == 3 && gamma.shape()[0] == B && gamma.shape()[1] == L && col1 >= 0 &&
+                           col1 < K && (!has_s || (col2 >= 0 && col2 < K))),
+                "mix::mix_pair: per-token scales of shape ", has_g ? gamma.shape() : Shape{}, " with columns ", col1,
+                ", ", col2, " do not fit projections ", shape);
+
+  const Tensor<T> a = anchor.value();
+  const Tensor<T> s = has_s ? current.value() : Tensor<T>{};
+  const Tensor<T> c1 = l1.value();
+  const Tensor<T> c2 = has_s ? l2.value() : Tensor<T>{};
+  const Tensor<T> gm = has_g ? gamma.value() : Tensor<T>{};
+  auto coef = [gran, C](int64_t h, int64_t c) -> int64_t {
+    return gran == Granularity::Scalar ? 0 : gran == Granularity::Head ? h : h * C + c;
+  };
+  auto scale = [gm, has_g, K, L](int64_t b, int64_t t, int64_t col) -> T {
+    return has_g ? gm.data()[(b * L + t) * K + col] : T(1);
+  };
+
+  Tensor<T> y = Tensor<T>::empty(shape);
+  parallel_for(0, B * H, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / H, h = r % H;
+      for (int64_t t = 0; t < L; ++t) {
+        const int64_t row = (r * L + t) * C;
+        const T g1 = scale(b, t, col1), g2 = has_s ? scale(b, t, col2) : T(0);
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t k = coef(h, c);
+          T out = c1.data()[k] * g1 * a.data()[row + c];
+          if (has_s) out += c2.data()[k] * g2 * s.data()[row + c];
+          y.data()[row + c] = out;
+        }
+      }
+    }
+  });
+
+  std::vector<Var<T>> inputs{anchor, l1};
+  if (has_s) {
+    inputs.push_back(current);
+    inputs.push_back(l2);
+  }
+  if (has_g) inputs.push_back(gamma);
+  return anchor.tape->record(y, inputs, [=](Tape<T>& tp, const Tensor<T>& dy) {
+    const bool want_a = anchor.requires_grad(), want_s = has_s && current.requires_grad();
+    const bool want_l1 = l1.requires_grad(), want_l2 = has_s && l2.requires_grad();
+    const bool want_g = has_g && gamma.requires_grad();
+    Tensor<T> da = want_a ? Tensor<T>::empty(shape) : Tensor<T>{};
+    Tensor<T> ds = want_s ? Tensor<T>::empty(shape) : Tensor<T>{};
+    if (want_a || want_s)
+      parallel_for(0, B * H, 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t b = r / H, h = r % H;
+          for (int64_t t = 0; t < L; ++t) {
+            const int64_t row = (r * L + t) * C;
+            const T g1 = scale(b, t, col1), g2 = has_s ? scale(b, t, col2) : T(0);
+            for (int64_t c = 0; c < C; ++c) {
+              const int64_t k = coef(h, c);
+              if (want_a) da.data()[row + c] = dy.data()[row + c] * c1.data()[k] * g1;
+              if (want_s) ds.data()[row + c] = dy.data()[row + c] * c2.data()[k] * g2;
+            }
+          }
+        }
+      });
+    if (want_l1 || want_l2 || want_g) {
+      // Reductions over (b, t) for λ and over (h, c) for γ: one serial sweep, O(B·H·T·C).
+      Tensor<T> dl1 = Tensor<T>::zeros(c1.shape()), dl2 = has_s ? Tensor<T>::zeros(c2.shape()) : Tensor<T>{};
+      T* dg = want_g ? tp.grad_buffer(gamma).data() : nullptr;
+      for (int64_t r = 0; r < B * H; ++r) {
+        const int64_t b = r / H, h = r % H;
+        for (int64_t t = 0; t < L; ++t) {
+          const int64_t row = (r * L + t) * C;
+          const T g1 = scale(b, t, col1), g2 = has_s ? scale(b, t, col2) : T(0);
+          T sg1 = 0, sg2 = 0;
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t k = coef(h, c);
+            const T da_l = dy.data()[row + c] * a.data()[row + c];
+            dl1.data()[k] += da_l * g1;
+            sg1 += da_l * c1.data()[k];
+            if (has_s) {
+              const T ds_l = dy.data()[row + c] * s.data()[row + c];
+              dl2.data()[k] += ds_l * g2;
+              sg2 += ds_l * c2.data()[k];
+            }
+          }
+          if (dg) {
+            dg[(b * L + t) * K + col1] += sg1;
+            if (has_s) dg[(b * L + t) * K + col2] += sg2;
+          }
+        }
+      }
+      if (want_l1) tp.accumulate(l1, std::move(dl1));
+      if (want_l2) tp.accumulate(l2, std::move(dl2));
+    }
+    if (want_a) tp.accumulate(anchor, std::move(da));
+    if (want_s) tp.accumulate(current, std::move(ds));
+  });
+}
+
+namespace detail {
+
+inline constexpr const char* kComponent[4] = {"q", "k", "v", "g"};
+
+// Heads and channels per head of component c (q, k, v, g) as the attention lays them out.
+struct Part {
+  int64_t heads = 0, channels = 0;
+};
+inline Part part(const Dims& d, int c) {
+  const int64_t kv = d.kv_heads ? d.kv_heads : d.heads;
+  switch (c) {
+    case 0: return {d.heads, d.head_dim};
+    case 1:
+    case 2: return {kv, d.head_dim};
+    default: return {d.gate_heads, d.gate_channels};
+  }
+}
+inline Shape coeff_shape(Granularity g, Part p) {
+  return g == Granularity::Scalar ? Shape{1} : g == Granularity::Head ? Shape{p.heads} : Shape{p.heads, p.channels};
+}
+inline void check_dims(const char* who, const std::string& name, const Dims& d) {
+  SINKLAB_CHECK(d.d_model > 0 && d.layers > 0 && d.heads > 0 && d.head_dim > 0, who, " '", name,
+                "': d_model, layers, heads and head_dim must be positive, got ", d.d_model, ", ", d.layers, ", ",
+                d.heads, ", ", d.head_dim);
+  SINKLAB_CHECK((d.gate_heads > 0) == (d.gate_channels > 0), who, " '", name, "': gate heads ", d.gate_heads,
+                " and gate channels ", d.gate_channels, " must be both zero (no gate) or both positive");
+}
+
+// One layer's mixing coefficients (and its dynamic-mixing MLP).
+template <class T>
+struct LayerCoeffs {
+  std::array<std::array<Parameter<T>, 2>, 4> lambda;  // [component][term]; undefined when not mixed
+  nn::Linear<T> fc1, fc2;
+  bool dynamic = false;
+
+  template <class V>
+  void parameters(V&& visit) {
+    for (auto& pair : lambda)
+      for (auto& p : pair)
+        if (p.value.defined()) visit(p);
+    if (dynamic) {
+      fc1.parameters(visit);
+      fc2.parameters(visit);
+    }
+  }
+};
+
+// What NuResFormer and ExoFormer share: which components are mixed, the anchors of this
+// forward, their norms, and per-layer coefficients for layers [first_layer, layers).
+template <class T, class Gran, class Mode>
+struct AnchorMixer {
+  static constexpr Granularity granularity = Gran::value;
+  static constexpr bool dynamic = Mode::dynamic;
+
+  Dims dims;
+  AnchorOptions opts;
+  std::string name;
+  const char* kind = "mix";
+  int64_t first_layer = 0;
+  std::array<bool, 4> on{};
+  std::array<Parameter<T>, 4> anchor_norm;  // gains [channels]; undefined when not normalised
+  std::array<Var<T>, 4> anchors;            // this forward's (normalised) anchors
+  std::vector<LayerCoeffs<T>> coeffs;       // layers first_layer .. layers − 1
+
+  AnchorMixer() = default;
+  AnchorMixer(const char* k, std::string prefix, const Dims& d, Rng& rng, const AnchorOptions& o, int64_t first)
+      : dims(d), opts(o), name(std::move(prefix)), kind(k), first_layer(first) {
+    check_dims(kind, name, dims);
+    SINKLAB_CHECK(opts.dynamic_hidden > 0, kind, " '", name, "': dynamic_hidden must be positive, got ",
+                  opts.dynamic_hidden);
+    const bool want[4] = {opts.q, opts.k, opts.v, opts.g};
+    for (int c = 0; c < 4; ++c) on[c] = want[c] && part(dims, c).heads > 0;
+    const double init = opts.lambda_init.value_or(dynamic ? 1.0 : 0.5);
+    for (int c = 0; c < 4; ++c)
+      if (on[c] && opts.normalize_anchor && part(dims, c).channels > 1)
+        anchor_norm[c] = Parameter<T>(nn::join_name(name, std::string("anchor_") + kComponent[c] + "_norm.weight"),
+                                      Tensor<T>::ones({part(dims, c).channels}));
+    const int64_t width = dims.gate_heads > 0 ? 8 : 6;
+    coeffs.resize(static_cast<std::size_t>(std::max<int64_t>(dims.layers - first_layer, 0)));
+    for (int64_t n = first_layer; n < dims.layers; ++n) {
+      LayerCoeffs<T>& lc = coeffs[static_cast<std::size_t>(n - first_layer)];
+      const std::string lp = nn::join_name(name, "layers." + std::to_string(n));
+      for (int c = 0; c < 4; ++c)
+        if (on[c])
+          for (int i = 0; i < 2; ++i)
+            lc.lambda[c][i] = Parameter<T>(nn::join_name(lp, std::string("lambda_") + kComponent[c] + std::to_string(i + 1)),
+                                           Tensor<T>::full(coeff_shape(granularity, part(dims, c)), static_cast<T>(init)));
+      if constexpr (dynamic) {
+        lc.dynamic = true;
+        lc.fc1 = nn::Linear<T>(nn::join_name(lp, "dynamic.fc1"), dims.d_model, opts.dynamic_hidden, rng, opts.init, false);
+        lc.fc2 = nn::Linear<T>(nn::join_name(lp, "dynamic.fc2"), opts.dynamic_hidden, width, rng, nn::Init::zeros(), true);
+      }
+    }
+  }
+
+  Var<T> normalize(Tape<T>& tape, int c, Var<T> s) {
+    return anchor_norm[c].value.defined() ? norm::rms_norm(s, tape.param(anchor_norm[c]), opts.eps) : s;
+  }
+
+  static Var<T>& slot(attn::Projections<T>& p, int c) {
+    switch (c) {
+      case 0: return p.q;
+      case 1: return p.k;
+      case 2: return p.v;
+      default: return p.gate;
+    }
+  }
+
+  void mix_layer(Tape<T>& tape, Var<T> x, attn::Projections<T>& p, int64_t layer) {
+    SINKLAB_CHECK(layer >= first_layer && layer < dims.layers, kind, " '", name, "': layer ", layer,
+                  " has no mixing coefficients (layers ", first_layer, "..", dims.layers - 1, ")");
+    LayerCoeffs<T>& lc = coeffs[static_cast<std::size_t>(layer - first_layer)];
+    Var<T> gamma;
+    if constexpr (dynamic) gamma = autodiff::sigmoid(lc.fc2(tape, autodiff::gelu(lc.fc1(tape, x))));
+    for (int c = 0; c < 4; ++c) {
+      if (!on[c]) continue;
+      const Var<T> a = anchors[c];
+      SINKLAB_CHECK(a.defined() && a.tape == &tape, kind, " '", name, "': no ", kComponent[c],
+                    " anchor on this tape for layer ", layer, " (begin() must run first in the same forward)");
+      Var<T>& s = slot(p, c);
+      SINKLAB_CHECK(!s.defined() || s.shape() == a.shape(), kind, " '", name, "': layer ", layer, "'s ",
+                    kComponent[c], " of shape ", s.defined() ? s.shape() : Shape{}, " does not match the anchor ",
+                    a.shape());
+      s = mix_pair(a, s, tape.param(lc.lambda[c][0]), tape.param(lc.lambda[c][1]), granularity, gamma, 2 * c,
+                   2 * c + 1);
+    }
+  }
+
+  template <class V>
+  void visit_norms_and_coeffs(V&& visit) {
+    for (auto& p : anchor_norm)
+      if (p.value.defined()) visit(p);
+    for (auto& lc : coeffs) lc.parameters(visit);
+  }
+};
+
+}  // namespace detail
+
+// Value residual learning (Zhou et al., 2025): V_n = λ₁·V_1 + λ₂·V_n for every layer after the first.
+struct ResFormer {
+  static constexpr const char* name = "ResFormer";
+  struct Options {
+    bool learnable = false;  // official: fixed 0.5 / 0.5
+    double lambda1 = 0.5, lambda2 = 0.5;
+  };
+  template <class T>
+  struct Module {
+    Options opts;
+    std::string name;
+    int64_t layers = 0;
+    std::vector<std::array<Parameter<T>, 2>> lambda;  // layers 1 .. L−1 when learnable
+    Var<T> v1;
+
+    Module() = default;
+    Module(std::string prefix, const Dims& d, Rng& /*rng*/, const Options& o = {})
+        : opts(o), name(std::move(prefix)), layers(d.layers) {
+      detail::check_dims("ResFormer", name, d);
+      if (opts.learnable)
+        for (int64_t n = 1; n < layers; ++n) {
+          const std::string lp = nn::join_name(name, "layers." + std::to_string(n));
+          lambda.push_back({Parameter<T>(nn::join_name(lp, "lambda_v1"), Tensor<T>::full({1}, static_cast<T>(opts.lambda1))),
+                            Parameter<T>(nn::join_name(lp, "lambda_v2"), Tensor<T>::full({1}, static_cast<T>(opts.lambda2)))});
+        }
+    }
+    void begin(Tape<T>&, Var<T>) { v1 = Var<T>{}; }
+    Hook<T> hook(int64_t layer) {
+      if (layer == 0)
+        return [this](Tape<T>&, Var<T>, attn::Projections<T>& p) { v1 = p.v; };
+      return [this, layer](Tape<T>& tape, Var<T>, attn::Projections<T>& p) {
+        SINKLAB_CHECK(v1.defined() && v1.tape == &tape, "ResFormer '", name, "': layer ", layer,
+                      " runs before layer 0 captured V_1 in this forward");
+        Var<T> l1, l2;
+        if (opts.learnable) {
+          auto& pair = lambda[static_cast<std::size_t>(layer - 1)];
+          l1 = tape.param(pair[0]);
+          l2 = tape.param(pair[1]);
+        } else {
+          l1 = tape.constant(Tensor<T>::full({1}, static_cast<T>(opts.lambda1)));
+          l2 = tape.constant(Tensor<T>::full({1}, static_cast<T>(opts.lambda2)));
+        }
+        p.v = mix_pair(v1, p.v, l1, l2, Granularity::Scalar);
+      };
+    }
+    template <class V>
+    void parameters(V&& visit) {
+      for (auto& pair : lambda) {
+        visit(pair[0]);
+        visit(pair[1]);
+      }
+    }
+  };
+};
+
+// Internal anchor: layer 1's (index 0) projections, normalised, mixed into layers 2..L.
+template <class Gran = per_element, class Mode = Static>
+struct NuResFormer {
+  static constexpr const char* name = "NuResFormer";
+  using Options = AnchorOptions;
+  template <class T>
+  struct Module : detail::AnchorMixer<T, Gran, Mode> {
+    using Base = detail::AnchorMixer<T, Gran, Mode>;
+    Module() = default;
+    Module(std::string prefix, const Dims& d, Rng& rng, const Options& o = {})
+        : Base("NuResFormer", std::move(prefix), d, rng, o, 1) {}
+
+    void begin(Tape<T>&, Var<T>) { this->anchors = {}; }
+    Hook<T> hook(int64_t layer) {
+      if (layer == 0)
+        return [this](Tape<T>& tape, Var<T>, attn::Projections<T>& p) {
+          for (int c = 0; c < 4; ++c) {
+            if (!this->on[c]) continue;
+            Var<T> s = Base::slot(p, c);
+            SINKLAB_CHECK(s.defined(), "NuResFormer '", this->name, "': layer 0 has no ", detail::kComponent[c],
+                          " projection to serve as the anchor (gate::FromAnchor gates need ExoFormer, or set "
+                          "Options::g = false)");
+            this->anchors[c] = this->normalize(tape, c, s);
+          }
+        };
+      return [this, layer](Tape<T>& tape, Var<T> x, attn::Projections<T>& p) { this->mix_layer(tape, x, p, layer); };
+    }
+    template <class V>
+    void parameters(V&& visit) {
+      this->visit_norms_and_coeffs(visit);
+    }
+  };
+};
+
+// External anchor: a dedicated projection of the token embeddings, mixed into every layer.
+template <class Gran = per_element, class Mode = Static>
+struct ExoFormer {
+  static constexpr const char* name = "ExoFormer";
+  using Options = AnchorOptions;
+  template <class T>
+  struct Module : detail::AnchorMixer<T, Gran, Mode> {
+    using Base = detail::AnchorMixer<T, Gran, Mode>;
+    nn::Linear<T> anchor_proj;       // [d_model, columns of the mixed components]
+    std::array<int64_t, 4> col0{};   // where each component's columns start
+
+    Module() = default;
+    Module(std::string prefix, const Dims& d, Rng& rng, const Options& o = {})
+        : Base("ExoFormer", std::move(prefix), d, rng, o, 0) {
+      int64_t cols = 0;
+      for (int c = 0; c < 4; ++c) {
+        col0[c] = cols;
+        if (this->on[c]) cols += detail::part(d, c).heads * detail::part(d, c).channels;
+      }
+      SINKLAB_CHECK(cols > 0, "ExoFormer '", this->name, "': no component to mix (q, k, v and g all off)");
+      anchor_proj = nn::Linear<T>(nn::join_name(this->name, "anchor_proj"), d.d_model, cols, rng, o.init, false);
+    }
+
+    // embeddings [B, T, d_model] → the four normalised anchors [B, heads, T, channels].
+    void begin(Tape<T>& tape, Var<T> embeddings) {
+      SINKLAB_CHECK(embeddings.defined() && embeddings.rank() == 3 && embeddings.shape()[2] == this->dims.d_model,
+                    "ExoFormer '", this->name, "': embeddings of shape ",
+                    embeddings.defined() ? embeddings.shape() : Shape{}, ", expected [B, T, ", this->dims.d_model, "]");
+      Var<T> a = anchor_proj(tape, embeddings);
+      this->anchors = {};
+      for (int c = 0; c < 4; ++c)
+        if (this->on[c]) {
+          const detail::Part pt = detail::part(this->dims, c);
+          this->anchors[c] = this->normalize(tape, c, nn::split_heads(a, col0[c], pt.heads, pt.channels));
+        }
+    }
+    Hook<T> hook(int64_t layer) {
+      return [this, layer](Tape<T>& tape, Var<T> x, attn::Projections<T>& p) { this->mix_layer(tape, x, p, layer); };
+    }
+    template <class V>
+    void parameters(V&& visit) {
+      anchor_proj.parameters(visit);
+      this->visit_norms_and_coeffs(visit);
+    }
+  };
+};
+
+template <class P>
+struct is_policy : std::false_type {};
+template <>
+struct is_policy<None> : std::true_type {};
+template <>
+struct is_policy<ResFormer> : std::true_type {};
+template <class G, class M>
+struct is_policy<NuResFormer<G, M>> : std::true_type {};
+template <class G, class M>
+struct is_policy<ExoFormer<G, M>> : std::true_type {};
+template <class P>
+inline constexpr bool is_policy_v = is_policy<P>::value;
 
 }  // namespace sinklab::mix
