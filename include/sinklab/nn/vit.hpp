@@ -1,0 +1,193 @@
+// A small vision transformer from the same policies as nn::Transformer:
+//
+//   using Enc = attn::Attention<score::Softmax, gate::None, value::Identity, mask::Bidirectional>;
+//   using ViT = nn::ViT<nn::PreNorm<norm::LayerNorm>, Enc, ffn::GeluMLP, tokens::Registers>;
+//   ViT::Module<float> vit("", nn::VitConfig{.image_h = 28, .image_w = 28, .patch = 7}, rng);
+//   auto loss = vit.loss(tape, images, labels);   // images [B, H, W] or [B, C, H, W]
+//
+// images → non-overlapping P×P patches [B, N, C·P·P] (a copy; pixels need no gradient) →
+// patch embedding (Linear with bias) → [CLS; patches] + learned positions → optional register
+// tokens (no positions, discarded at the output) → nn::Layer stack → final norm → linear head
+// on CLS. A ModelProbe sees every layer exactly as in nn::Transformer (CLS first, then patches,
+// registers where Options::placement puts them).
+#pragma once
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "sinklab/nn/transformer.hpp"
+
+namespace sinklab::nn {
+
+struct VitConfig {
+  int64_t image_h = 28, image_w = 28, channels = 1;
+  int64_t patch = 7;  // P: patches are P×P, image sides must be multiples of P
+  int64_t classes = 10;
+  int64_t d_model = 64;
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t kv_heads = 0;    // 0: heads
+  int64_t head_dim = 0;    // 0: d_model / heads
+  int64_t ffn_hidden = 0;  // 0: the FFN policy's default
+  bool qk_norm = false;
+  double residual_clip = 0.0;
+  bool zero_init_output = false;
+  nn::Init init = nn::Init::normal(0.02);
+  norm::Options norm{};
+  tokens::Options tokens{};  // registers (tokens::Registers): count and placement
+};
+
+// images [B, H, W] (one channel) or [B, C, H, W] → [B, (H/P)·(W/P), C·P·P]; patches in raster
+// order, each patch's features ordered (channel, row, column) like a stride-P convolution.
+template <class T>
+Tensor<T> patchify(const Tensor<T>& images, int64_t P) {
+  SINKLAB_CHECK(images.defined() && (images.rank() == 3 || images.rank() == 4) && P > 0,
+                "nn::patchify: images must be [B, H, W] or [B, C, H, W] and the patch size positive, got ",
+                images.defined() ? images.shape() : Shape{}, " and patch ", P);
+  const Tensor<T> x = images.contiguous();
+  const bool chw = x.rank() == 4;
+  const int64_t B = x.size(0), C = chw ? x.size(1) : 1, H = x.size(chw ? 2 : 1), W = x.size(chw ? 3 : 2);
+  SINKLAB_CHECK(H % P == 0 && W % P == 0, "nn::patchify: image of ", H, "×", W, " is not a whole number of ", P, "×",
+                P, " patches");
+  const int64_t ny = H / P, nx = W / P, F = C * P * P;
+  Tensor<T> out = Tensor<T>::empty({B, ny * nx, F});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t py = 0; py < ny; ++py)
+      for (int64_t px = 0; px < nx; ++px) {
+        T* dst = out.data() + (b * ny * nx + py * nx + px) * F;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t y = 0; y < P; ++y)
+            std::memcpy(dst + (c * P + y) * P, x.data() + ((b * C + c) * H + py * P + y) * W + px * P, sizeof(T) * P);
+      }
+  return out;
+}
+
+template <class Block, class Attn, class FFN, class Tokens = tokens::None, class Mix = mix::None>
+struct ViT {
+  static_assert(std::is_same_v<typename Attn::mask_type, mask::Bidirectional>,
+                "nn::ViT: every patch attends to every other; the attention's Mask must be mask::Bidirectional");
+  static_assert(std::is_same_v<Tokens, tokens::None> || std::is_same_v<Tokens, tokens::Registers>,
+                "nn::ViT: Tokens must be tokens::None or tokens::Registers (the CLS token is built in)");
+  static_assert(mix::is_policy_v<Mix>, "nn::ViT: Mix must be a sinklab::mix policy");
+  using layer_type = Layer<Block, Attn, FFN>;
+
+  template <class T>
+  struct Module {
+    VitConfig cfg;
+    std::string name;
+    int64_t patches = 0;  // N
+    Linear<T> patch_embed;      // [C·P·P, d_model] with bias
+    Parameter<T> cls;           // [1, d_model]
+    Parameter<T> positions;     // [1 + N, d_model]
+    typename Tokens::template Module<T> registers;
+    typename Mix::template Module<T> mixer;
+    std::vector<typename layer_type::template Module<T>> layers;
+    typename Block::norm_policy::template Module<T> final_norm;
+    Linear<T> head;  // [d_model, classes] with bias
+
+    Module() = default;
+    Module(std::string prefix, const VitConfig& c, Rng& rng, const typename Attn::Policies& pol = {},
+           const typename Mix::Options& mix_opts = {})
+        : cfg(c), name(std::move(prefix)) {
+      SINKLAB_CHECK(cfg.image_h > 0 && cfg.image_w > 0 && cfg.channels > 0 && cfg.patch > 0 &&
+                        cfg.image_h % cfg.patch == 0 && cfg.image_w % cfg.patch == 0,
+                    "ViT '", name, "': image ", cfg.image_h, "×", cfg.image_w, "×", cfg.channels,
+                    " must be positive and a whole number of ", cfg.patch, "×", cfg.patch, " patches");
+      SINKLAB_CHECK(cfg.classes > 0 && cfg.d_model > 0 && cfg.layers > 0, "ViT '", name,
+                    "': classes, d_model and layers must be positive, got ", cfg.classes, ", ", cfg.d_model, ", ",
+                    cfg.layers);
+      patches = (cfg.image_h / cfg.patch) * (cfg.image_w / cfg.patch);
+      const int64_t D = cfg.d_model;
+      patch_embed = Linear<T>(join_name(name, "patch_embed"), cfg.channels * cfg.patch * cfg.patch, D, rng, cfg.init, true);
+      cls = Parameter<T>(join_name(name, "cls"), make_tensor<T>({1, D}, cfg.init, rng));
+      positions = Parameter<T>(join_name(name, "pos"), make_tensor<T>({1 + patches, D}, cfg.init, rng));
+      registers = typename Tokens::template Module<T>(join_name(name, "registers"), D, rng, cfg.tokens);
+      const ModelConfig mc{.d_model = D,
+                           .layers = cfg.layers,
+                           .heads = cfg.heads,
+                           .kv_heads = cfg.kv_heads,
+                           .head_dim = cfg.head_dim,
+                           .ffn_hidden = cfg.ffn_hidden,
+                           .qk_norm = cfg.qk_norm,
+                           .residual_clip = cfg.residual_clip,
+                           .zero_init_output = cfg.zero_init_output,
+                           .init = cfg.init,
+                           .norm = cfg.norm,
+                           .tokens = cfg.tokens};
+      const attn::Config acfg{.d_model = D,
+                              .heads = cfg.heads,
+                              .kv_heads = cfg.kv_heads,
+                              .head_dim = cfg.head_dim,
+                              .qk_norm = cfg.qk_norm,
+                              .rope = false,
+                              .init = cfg.init,
+                              .zero_init_output = cfg.zero_init_output};
+      layers.reserve(static_cast<std::size_t>(cfg.layers));  // parameters must not move after construction
+      for (int64_t i = 0; i < cfg.layers; ++i)
+        layers.emplace_back(join_name(name, "layers." + std::to_string(i)), acfg, mc, rng, pol);
+      const auto& a0 = layers[0].attn;
+      mixer = typename Mix::template Module<T>(
+          join_name(name, "mix"), mix::Dims{D, cfg.layers, a0.H, a0.Hkv, a0.dh, a0.gate_heads, a0.gate_channels}, rng,
+          mix_opts);
+      final_norm = typename Block::norm_policy::template Module<T>(join_name(name, "final_norm"), D, rng, cfg.norm);
+      head = Linear<T>(join_name(name, "head"), D, cfg.classes, rng, cfg.init, true);
+    }
+
+    // images → the CLS token's final hidden state [B, d_model].
+    Var<T> features(Tape<T>& tape, const Tensor<T>& images, ModelProbe<T>* probe = nullptr) {
+      const bool chw = images.defined() && images.rank() == 4;
+      const bool ok = images.defined() && (images.rank() == 3 || chw) &&
+                      images.size(chw ? 2 : 1) == cfg.image_h && images.size(chw ? 3 : 2) == cfg.image_w &&
+                      (chw ? images.size(1) : 1) == cfg.channels;
+      SINKLAB_CHECK(ok, "ViT '", name, "': images of shape ", images.defined() ? images.shape() : Shape{},
+                    ", expected [B, ", cfg.image_h, ", ", cfg.image_w, "] (one channel) or [B, ", cfg.channels, ", ",
+                    cfg.image_h, ", ", cfg.image_w, "]");
+      const int64_t B = images.size(0), D = cfg.d_model;
+      Var<T> x = patch_embed(tape, tape.constant(patchify(images, cfg.patch)));
+      Var<T> h = autodiff::concat<T>({tokens::repeat_batch(tape.param(cls), B), x}, 1) + tape.param(positions);
+      h = registers.insert(tape, h);
+      mixer.begin(tape, h);
+      if (probe) {
+        probe->layers.resize(layers.size());
+        probe->embeddings = h.value();
+      }
+      for (std::size_t i = 0; i < layers.size(); ++i) {
+        attn::Extras<T> ex;
+        ex.mix = mixer.hook(static_cast<int64_t>(i));
+        LayerRecord<T>* rec = probe ? &probe->layers[i] : nullptr;
+        if (rec && probe->attention) ex.probe = &rec->attn;
+        h = layers[i].forward(tape, h, ex, rec, probe && probe->gradients);
+      }
+      h = final_norm(tape, registers.discard(tape, h));
+      if (probe) probe->final_hidden = h.value();
+      return reshape(slice(h, 1, 0, 1), {B, D});
+    }
+
+    // images → class logits [B, classes].
+    Var<T> logits(Tape<T>& tape, const Tensor<T>& images, ModelProbe<T>* probe = nullptr) {
+      return head(tape, features(tape, images, probe));
+    }
+
+    // Mean cross-entropy against labels [B] in [0, classes).
+    Var<T> loss(Tape<T>& tape, const Tensor<T>& images, const Tensor<int32_t>& labels, ModelProbe<T>* probe = nullptr) {
+      SINKLAB_CHECK(labels.rank() == 1 && labels.size(0) == images.size(0), "ViT '", name, "': labels of shape ",
+                    labels.shape(), ", expected [", images.size(0), "]");
+      return cross_entropy(logits(tape, images, probe), labels);
+    }
+
+    template <class V>
+    void parameters(V&& visit) {
+      patch_embed.parameters(visit);
+      visit(cls);
+      visit(positions);
+      registers.parameters(visit);
+      mixer.parameters(visit);
+      for (auto& l : layers) l.parameters(visit);
+      final_norm.parameters(visit);
+      head.parameters(visit);
+    }
+  };
+};
+
+}  // namespace sinklab::nn
