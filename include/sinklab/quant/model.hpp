@@ -1,0 +1,407 @@
+// Post-training fake quantization of a whole model, and its loss next to the float model's.
+//
+//   quant::PtqResult r = quant::evaluate_ptq(model, calibration_batches, eval_batches,
+//                                            {.scheme = quant::Scheme::w8a8, .smoothquant = true});
+//   r.float_perplexity, r.quant_perplexity, r.delta_perplexity()
+//
+// What is quantized: every weight projection y = x·W of the model — nn::Linear (FFN, LM head,
+// GatedNorm's gate, mixing layers), the attention's QKV, gate and output projections and a
+// tied LM head — both its weight and its input (Bondarenko et al. quantize the inputs of every
+// linear layer). The sites are found through the nn::projection_input seam (nn/projection.hpp)
+// during calibration, keyed by the weight's parameter name. Left in float: embeddings (unless
+// tied to the head), norms, biases, policy parameters, and the attention core (q·kᵀ, softmax,
+// A·v run inside one fused kernel).
+//
+// Schemes:
+//   w8a8       weights symmetric per-tensor INT8 with an MSE range search (int8_weight.hpp);
+//              inputs asymmetric per-tensor INT8, static min-max ranges from the calibration
+//              batches (minmax_observer.hpp semantics)
+//   w4a4_int4  weights INT4 (−7..7) with an fp32 scale per block of 16 along the reduction axis;
+//   w4a4_fp4   the same with FP4 E2M1 elements; inputs dynamic, per token, one scale per block
+//              of `act_block` (16, NVFP4-style; 0 = one scale per token row) (block_quant.hpp)
+//   none       nothing rounded: with smoothquant on, the smoothed float model (X/s)·(diag(s)W),
+//              which equals the original up to float rounding
+// SmoothQuant (α = 0.5 by default): per site, s_j = max|X_j|^α / max|W_j|^(1−α) from the
+// calibration inputs' per-channel maxima (smoothquant.hpp). The weight becomes diag(s)·W and the
+// input is divided by s at the seam, before its quantizer (static W8A8 ranges are those of X/s,
+// exact from the per-channel minima and maxima). Dividing online rather than folding 1/s into
+// the preceding norm gain keeps every site independent (a QKV and a gate projection reading the
+// same normed input get their own s) and is the same arithmetic up to float rounding. A tied
+// LM head is not smoothed: its weight is also the embedding table, which diag(s) would change.
+//
+// Calibration runs the float model once per calibration batch; activation ranges are those of
+// the float (smoothed) inputs. ModelQuantizer keeps pointers to the model's Parameters between
+// calibrate() and restore(), so the model must not move meanwhile; restore() (and the
+// destructor) puts every original weight back bit for bit. The seam hook is thread-local: it
+// applies to forward passes run on the thread that installed it.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/core/error.hpp"
+#include "sinklab/core/tensor.hpp"
+#include "sinklab/data/token_batch.hpp"
+#include "sinklab/nn/projection.hpp"
+#include "sinklab/quant/block_quant.hpp"
+#include "sinklab/quant/int8_weight.hpp"
+#include "sinklab/quant/smoothquant.hpp"
+#include "sinklab/quant/uniform.hpp"
+
+namespace sinklab::quant {
+
+enum class Scheme { none, w8a8, w4a4_int4, w4a4_fp4 };
+
+inline const char* scheme_name(Scheme s) {
+  switch (s) {
+    case Scheme::none: return "float";
+    case Scheme::w8a8: return "W8A8";
+    case Scheme::w4a4_int4: return "W4A4-INT4";
+    case Scheme::w4a4_fp4: return "W4A4-FP4";
+  }
+  return "?";
+}
+
+struct PtqConfig {
+  Scheme scheme = Scheme::w8a8;
+  bool smoothquant = false;
+  double alpha = 0.5;          // SmoothQuant migration strength
+  bool weights = true;         // quantize the projection weights
+  bool activations = true;     // quantize the projection inputs
+  int mse_candidates = 100;    // W8A8 weight clipping ranges tried
+  int64_t weight_block = 16;   // W4A4 weight block along the reduction axis
+  int64_t act_block = 16;      // W4A4 input block per token; 0: one scale per token
+  int32_t ignore_index = -100;  // targets left out of the evaluated loss
+};
+
+// One projection, as calibration saw it.
+struct SiteStats {
+  std::string weight;      // the weight's parameter name
+  bool transposed = false;  // a tied head reading the weight as Wᵀ
+  int64_t channels = 0;    // input features
+  int64_t batches = 0;     // calibration inputs observed
+  std::vector<double> channel_min, channel_max;  // of the float input, per channel
+  std::vector<double> smoothing;                 // s_j (empty: not smoothed)
+  UniformQuantizer activation;                   // W8A8: static range of X/s
+  UniformQuantizer weight_quantizer;             // W8A8: the weight's scale (after smoothing)
+  double weight_clip_ratio = 1.0;                // W8A8: chosen clip / max|W|
+  double weight_mse = 0.0;                       // mean squared weight quantization error
+};
+
+template <class T>
+class ModelQuantizer {
+ public:
+  explicit ModelQuantizer(PtqConfig cfg) : cfg_(cfg) {
+    SINKLAB_CHECK(cfg_.alpha >= 0 && cfg_.alpha <= 1, "quant::ModelQuantizer: SmoothQuant alpha must be in [0, 1], got ",
+                  cfg_.alpha);
+    SINKLAB_CHECK(cfg_.weight_block >= 1 && cfg_.act_block >= 0, "quant::ModelQuantizer: weight_block must be >= 1 and "
+                  "act_block >= 0, got ", cfg_.weight_block, " and ", cfg_.act_block);
+    observe_ = [this](autodiff::Tape<T>&, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
+      observe(s, x.value());
+      return x;
+    };
+    quantize_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
+      return quantize_input(tape, x, s);
+    };
+  }
+  ~ModelQuantizer() { restore(); }
+  ModelQuantizer(const ModelQuantizer&) = delete;
+  ModelQuantizer& operator=(const ModelQuantizer&) = delete;
+
+  const PtqConfig& config() const { return cfg_; }
+
+  // Runs forward() (one or more float forward passes) with observers at every projection input.
+  template <class F>
+  void calibrate(F&& forward) {
+    SINKLAB_CHECK(saved_.empty(), "quant::ModelQuantizer::calibrate: weights are quantized; restore() first");
+    nn::ProjectionInputScope<T> scope(observe_);
+    forward();
+    finalized_ = false;
+  }
+
+  // Smoothing scales and static input ranges from what calibration saw (quantize_weights and
+  // the activation scope call it; call it directly to inspect sites() before quantizing).
+  void finalize() {
+    if (finalized_) return;
+    SINKLAB_CHECK(!sites_.empty(), "quant::ModelQuantizer: no projection was seen; run calibrate() with a forward pass "
+                  "of the model first");
+    for (Site& s : sites_) {
+      SiteStats& st = s.stats;
+      st.smoothing.clear();
+      if (cfg_.smoothquant && !st.transposed) {
+        std::vector<double> act(st.channel_min.size());
+        for (std::size_t j = 0; j < act.size(); ++j) act[j] = std::max(std::abs(st.channel_min[j]), std::abs(st.channel_max[j]));
+        st.smoothing = smoothing_scales(act, weight_input_absmax(s.param->value), cfg_.alpha);
+      }
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (std::size_t j = 0; j < st.channel_min.size(); ++j) {
+        const double sj = st.smoothing.empty() ? 1.0 : st.smoothing[j];
+        lo = std::min(lo, st.channel_min[j] / sj);
+        hi = std::max(hi, st.channel_max[j] / sj);
+      }
+      st.activation = UniformQuantizer::asymmetric(lo, hi, 8);
+    }
+    finalized_ = true;
+  }
+
+  // Replaces every site's weight by diag(s)·W (when smoothing), fake-quantized (when cfg.weights
+  // and the scheme quantizes). The originals are kept for restore().
+  void quantize_weights() {
+    finalize();
+    SINKLAB_CHECK(saved_.empty(), "quant::ModelQuantizer::quantize_weights: weights are already quantized");
+    for (Site& s : sites_) {
+      Parameter& p = *s.param;
+      SINKLAB_CHECK(p.value.defined() && p.value.rank() == 2 && p.value.size(s.stats.transposed ? 1 : 0) == s.stats.channels,
+                    "quant::ModelQuantizer: weight '", p.name, "' has shape ", p.value.shape(), " but calibration saw ",
+                    s.stats.channels, " input channels (was the model changed or moved?)");
+      saved_.push_back({&p, p.value.clone()});
+      Tensor<T> w = smoothed_weight(s);
+      w = quantized_weight(s, w);
+      p.value.copy_from(w);
+    }
+  }
+
+  // Puts the original weights back, bit for bit (nothing to do when none were replaced).
+  void restore() {
+    for (auto& [p, original] : saved_) p->value.copy_from(original);
+    saved_.clear();
+  }
+  bool weights_quantized() const { return !saved_.empty(); }
+
+  // While the returned scope lives, projection inputs on this thread are smoothed and
+  // fake-quantized (with a straight-through gradient).
+  nn::ProjectionInputScope<T> activation_scope() {
+    finalize();
+    return nn::ProjectionInputScope<T>(quantize_);
+  }
+
+  // The input transform of one site, on values: x / s, then the scheme's input quantizer.
+  Tensor<T> transform_input(const std::string& weight_name, const Tensor<T>& x) const {
+    const Site& s = site(weight_name);
+    SINKLAB_CHECK(finalized_, "quant::ModelQuantizer::transform_input: call finalize() (or quantize) first");
+    SINKLAB_CHECK(x.defined() && x.rank() >= 1 && x.size(-1) == s.stats.channels, "quant::ModelQuantizer: input of shape ",
+                  x.defined() ? x.shape().str() : std::string("undefined"), " for weight '", weight_name, "', expected [..., ",
+                  s.stats.channels, "]");
+    Tensor<T> v = x.contiguous();
+    if (!s.stats.smoothing.empty()) v = divide_channels(v, s.stats.smoothing);
+    if (!cfg_.activations) return v;
+    switch (cfg_.scheme) {
+      case Scheme::none: return v;
+      case Scheme::w8a8: return fake_quantize(v, s.stats.activation);
+      case Scheme::w4a4_int4:
+      case Scheme::w4a4_fp4:
+        return block_fake_quantize(v, format4(), cfg_.act_block > 0 ? cfg_.act_block : v.size(-1), -1).values;
+    }
+    return v;
+  }
+
+  std::vector<SiteStats> sites() const {
+    std::vector<SiteStats> out;
+    for (const Site& s : sites_) out.push_back(s.stats);
+    return out;
+  }
+  int64_t site_count() const { return static_cast<int64_t>(sites_.size()); }
+
+ private:
+  using Parameter = autodiff::Parameter<T>;
+  struct Site {
+    Parameter* param = nullptr;
+    SiteStats stats;
+  };
+
+  Format4 format4() const { return cfg_.scheme == Scheme::w4a4_int4 ? Format4::int4 : Format4::fp4_e2m1; }
+
+  const Site& site(const std::string& name) const {
+    auto it = index_.find(name);
+    SINKLAB_CHECK(it != index_.end(), "quant::ModelQuantizer: projection with weight '", name,
+                  "' was not seen during calibration (calibrate with the same model and forward path)");
+    return sites_[it->second];
+  }
+
+  void observe(const nn::ProjectionSite<T>& ps, const Tensor<T>& x) {
+    const Parameter& p = ps.weight;
+    SINKLAB_CHECK(x.rank() >= 1 && x.numel() > 0, "quant::ModelQuantizer::calibrate: empty input to weight '", p.name, "'");
+    const int64_t C = x.size(-1);
+    auto [it, fresh] = index_.try_emplace(p.name, sites_.size());
+    if (fresh) {
+      Site s;
+      s.param = &ps.weight;
+      s.stats.weight = p.name;
+      s.stats.transposed = ps.transposed;
+      s.stats.channels = C;
+      s.stats.channel_min.assign(static_cast<std::size_t>(C), std::numeric_limits<double>::infinity());
+      s.stats.channel_max.assign(static_cast<std::size_t>(C), -std::numeric_limits<double>::infinity());
+      sites_.push_back(std::move(s));
+    }
+    Site& s = sites_[it->second];
+    SINKLAB_CHECK(s.param == &ps.weight && s.stats.transposed == ps.transposed && s.stats.channels == C,
+                  "quant::ModelQuantizer::calibrate: weight '", p.name, "' is reached twice in different ways (another "
+                  "parameter of the same name, another orientation, or ", C, " vs ", s.stats.channels, " input channels)");
+    const Tensor<T> c = x.contiguous();
+    const int64_t rows = c.numel() / C;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < C; ++j) {
+        const double v = static_cast<double>(c.data()[r * C + j]);
+        SINKLAB_CHECK(std::isfinite(v), "quant::ModelQuantizer::calibrate: non-finite input ", v, " to weight '", p.name, "'");
+        s.stats.channel_min[j] = std::min(s.stats.channel_min[j], v);
+        s.stats.channel_max[j] = std::max(s.stats.channel_max[j], v);
+      }
+    ++s.stats.batches;
+  }
+
+  static Tensor<T> divide_channels(const Tensor<T>& x, const std::vector<double>& s) {
+    Tensor<T> out = x.clone();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < C; ++j) {
+        T& v = out.data()[r * C + j];
+        v = static_cast<T>(static_cast<double>(v) / s[j]);
+      }
+    return out;
+  }
+
+  Tensor<T> smoothed_weight(const Site& s) const {
+    const Tensor<T>& W = s.param->value;
+    if (s.stats.smoothing.empty()) return W.clone();
+    return apply_smoothing(Tensor<T>::zeros({1, W.size(0)}), W, s.stats.smoothing).W;
+  }
+
+  Tensor<T> quantized_weight(Site& s, const Tensor<T>& w) const {
+    if (!cfg_.weights) return w;
+    switch (cfg_.scheme) {
+      case Scheme::none: return w;
+      case Scheme::w8a8: {
+        QuantizedWeight<T> q = quantize_weight_mse(w, 8, cfg_.mse_candidates);
+        s.stats.weight_quantizer = q.quantizer;
+        s.stats.weight_clip_ratio = q.clip_ratio;
+        s.stats.weight_mse = q.mse;
+        return q.values;
+      }
+      case Scheme::w4a4_int4:
+      case Scheme::w4a4_fp4: {
+        // Blocks run along the reduction axis: rows of W [in, out], columns of a tied Wᵀ.
+        Tensor<T> q = block_fake_quantize(w, format4(), cfg_.weight_block, s.stats.transposed ? 1 : 0).values;
+        double e = 0;
+        for (int64_t i = 0; i < w.numel(); ++i) {
+          const double d = static_cast<double>(w.data()[i]) - static_cast<double>(q.data()[i]);
+          e += d * d;
+        }
+        s.stats.weight_mse = e / static_cast<double>(w.numel());
+        return q;
+      }
+    }
+    return w;
+  }
+
+  autodiff::Var<T> quantize_input(autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& ps) {
+    const Site& s = site(ps.weight.name);
+    Tensor<T> q = transform_input(ps.weight.name, x.value());
+    // Straight-through: the rounding passes the gradient unchanged; the division by s does not.
+    std::vector<double> inv;
+    for (double sj : s.stats.smoothing) inv.push_back(1.0 / sj);
+    return tape.record(q, {x}, [x, inv](autodiff::Tape<T>& t, const Tensor<T>& g) {
+      if (inv.empty()) return t.accumulate(x, g);
+      Tensor<T> gx = g.contiguous().clone();
+      const int64_t C = static_cast<int64_t>(inv.size()), rows = gx.numel() / C;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < C; ++j) gx.data()[r * C + j] = static_cast<T>(gx.data()[r * C + j] * inv[j]);
+      t.accumulate(x, std::move(gx));
+    });
+  }
+
+  PtqConfig cfg_;
+  std::vector<Site> sites_;
+  std::map<std::string, std::size_t> index_;
+  std::vector<std::pair<Parameter*, Tensor<T>>> saved_;
+  bool finalized_ = false;
+  nn::ProjectionInputHook<T> observe_, quantize_;
+};
+
+// Mean next-token cross-entropy (in double) over every target that is not ignore_index, and
+// the number of such targets. The model needs logits(tape, ids) → [B, T, vocab].
+template <class Model>
+std::pair<double, int64_t> mean_token_loss(Model& model, const std::vector<data::TokenBatch>& batches,
+                                           int32_t ignore_index = -100) {
+  using T = typename std::remove_cvref_t<decltype(model.embed.weight.value)>::value_type;
+  SINKLAB_CHECK(!batches.empty(), "quant::mean_token_loss: no batches");
+  autodiff::no_grad guard;
+  autodiff::Tape<T> tape;
+  double total = 0;
+  int64_t count = 0;
+  for (const data::TokenBatch& b : batches) {
+    tape.clear();
+    const Tensor<T> lg = model.logits(tape, b.x).value().contiguous();
+    SINKLAB_CHECK(lg.rank() == 3 && b.y.shape() == lg.shape().without(-1), "quant::mean_token_loss: logits ", lg.shape(),
+                  " do not match targets ", b.y.shape());
+    const int64_t V = lg.size(2), rows = b.y.numel();
+    const Tensor<int32_t> y = b.y.contiguous();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t t = y.data()[r];
+      if (t == ignore_index) continue;
+      SINKLAB_CHECK(t >= 0 && t < V, "quant::mean_token_loss: target ", t, " outside [0, ", V, ")");
+      const T* row = lg.data() + r * V;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < V; ++j) m = std::max(m, static_cast<double>(row[j]));
+      double s = 0;
+      for (int64_t j = 0; j < V; ++j) s += std::exp(static_cast<double>(row[j]) - m);
+      total += std::log(s) + m - static_cast<double>(row[t]);
+      ++count;
+    }
+  }
+  SINKLAB_CHECK(count > 0, "quant::mean_token_loss: every target is ignore_index (", ignore_index, ")");
+  return {total / static_cast<double>(count), count};
+}
+
+struct PtqResult {
+  std::string scheme;
+  bool smoothquant = false;
+  double float_loss = 0, quant_loss = 0;              // mean cross-entropy per target token (nats)
+  double float_perplexity = 0, quant_perplexity = 0;  // exp(loss)
+  int64_t tokens = 0;  // evaluated targets
+  int64_t sites = 0;   // projections quantized
+  double delta_loss() const { return quant_loss - float_loss; }
+  double delta_perplexity() const { return quant_perplexity - float_perplexity; }
+};
+
+// Calibrates on `calibration`, evaluates the float and the quantized model on `eval`, and
+// leaves the model exactly as it was.
+template <class Model>
+PtqResult evaluate_ptq(Model& model, const std::vector<data::TokenBatch>& calibration,
+                       const std::vector<data::TokenBatch>& eval, const PtqConfig& cfg = {}) {
+  using T = typename std::remove_cvref_t<decltype(model.embed.weight.value)>::value_type;
+  SINKLAB_CHECK(!calibration.empty(), "quant::evaluate_ptq: no calibration batches");
+  PtqResult r;
+  r.scheme = scheme_name(cfg.scheme);
+  r.smoothquant = cfg.smoothquant;
+  std::tie(r.float_loss, r.tokens) = mean_token_loss(model, eval, cfg.ignore_index);
+  ModelQuantizer<T> q(cfg);
+  q.calibrate([&] {
+    autodiff::no_grad guard;
+    autodiff::Tape<T> tape;
+    for (const data::TokenBatch& b : calibration) {
+      tape.clear();
+      model.logits(tape, b.x);
+    }
+  });
+  q.quantize_weights();
+  {
+    auto scope = q.activation_scope();
+    r.quant_loss = mean_token_loss(model, eval, cfg.ignore_index).first;
+  }
+  q.restore();
+  r.sites = q.site_count();
+  r.float_perplexity = std::exp(r.float_loss);
+  r.quant_perplexity = std::exp(r.quant_loss);
+  return r;
+}
+
+}  // namespace sinklab::quant
