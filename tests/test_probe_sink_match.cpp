@@ -1,0 +1,33 @@
+// Per-sample sink location: attention inflow and sink matching against a known hub.
+#include <doctest/doctest.h>
+
+#include "sinklab/probe/sink_match.hpp"
+
+using namespace sinklab;
+using doctest::Approx;
+
+TEST_CASE_TEMPLATE("sink_match: a head that reads each sequence's hub matches it; uniform attention ties to key 0", T,
+                   float, double) {
+  const int64_t B = 3, H = 2, L = 4;
+  const auto hub = Tensor<int32_t>::from({B}, {1, 3, 0});
+  Tensor<T> A = Tensor<T>::zeros({B, H, L, L});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      A(b, 0, i, hub(b)) = T(1);                     // head 0: every query on the hub
+      for (int64_t j = 0; j < L; ++j) A(b, 1, i, j) = T(0.25);  // head 1: uniform
+    }
+  const Tensor<int64_t> inflow = probe::attention_inflow(A);
+  CHECK(inflow.shape() == Shape{B, H});
+  for (int64_t b = 0; b < B; ++b) {
+    CHECK(inflow(b, 0) == hub(b));
+    CHECK(inflow(b, 1) == 0);
+  }
+  const probe::SinkMatch m = probe::sink_match(A, hub);
+  CHECK(m.match_rate[0] == Approx(1.0));
+  CHECK(m.strength[0] == Approx(1.0));
+  CHECK(m.match_rate[1] == Approx(1.0 / 3));
+  CHECK(m.strength[1] == Approx(0.25));
+
+  CHECK_THROWS_WITH_AS(probe::sink_match(A, Tensor<int32_t>::from({2}, {0, 1})), doctest::Contains("expected [3]"), Error);
+  CHECK_THROWS_WITH_AS(probe::sink_match(A, Tensor<int32_t>::from({3}, {0, 1, 4})), doctest::Contains("target 4"), Error);
+}
