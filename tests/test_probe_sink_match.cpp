@@ -1,7 +1,9 @@
-// Per-sample sink location: attention inflow and sink matching against a known hub.
+// Per-sample sink location: attention inflow and sink matching against a known hub; the issue's
+// reference case "a one-hot attention matrix has sink score 1 and stable rank 1".
 #include <doctest/doctest.h>
 
 #include "sinklab/probe/sink_match.hpp"
+#include "sinklab/probe/spectral.hpp"
 
 using namespace sinklab;
 using doctest::Approx;
@@ -30,4 +32,17 @@ TEST_CASE_TEMPLATE("sink_match: a head that reads each sequence's hub matches it
 
   CHECK_THROWS_WITH_AS(probe::sink_match(A, Tensor<int32_t>::from({2}, {0, 1})), doctest::Contains("expected [3]"), Error);
   CHECK_THROWS_WITH_AS(probe::sink_match(A, Tensor<int32_t>::from({3}, {0, 1, 4})), doctest::Contains("target 4"), Error);
+}
+
+TEST_CASE("a one-hot attention matrix has sink score 1 and stable rank 1") {
+  const int64_t L = 7;
+  Tensor<double> A = Tensor<double>::zeros({1, 1, L, L});
+  for (int64_t i = 0; i < L; ++i) A(0, 0, i, 0) = 1.0;
+  CHECK(probe::sink_score(A).score[0] == Approx(1.0));
+  CHECK(probe::stable_rank(A.view({L, L})) == Approx(1.0));
+  // Attending to oneself instead (the identity) has stable rank L and sink score 1/L.
+  Tensor<double> I = Tensor<double>::zeros({1, 1, L, L});
+  for (int64_t i = 0; i < L; ++i) I(0, 0, i, i) = 1.0;
+  CHECK(probe::sink_score(I).score[0] == Approx(1.0 / L));
+  CHECK(probe::stable_rank(I.view({L, L})) == Approx(double(L)));
 }
