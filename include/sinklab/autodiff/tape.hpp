@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sinklab/autodiff/parameter.hpp"
+#include "sinklab/autodiff/profile.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
@@ -70,6 +71,7 @@ class Tape {
 
   // A leaf holding `value`; its gradient is available after backward() when requires_grad.
   Var<T> leaf(Tensor<T> value, bool requires_grad = true) {
+    if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), typeid(void));
     Node& n = push(value.contiguous());
     n.requires_grad = requires_grad;
     return last();
@@ -98,6 +100,7 @@ class Tape {
         check_same_tape(v);
         rg = rg || nodes_[v.id].requires_grad;
       }
+    if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), backward.target_type());
     Node& n = push(std::move(value));
     n.requires_grad = rg;
     if (rg) n.backward = std::move(backward);
@@ -111,6 +114,7 @@ class Tape {
         check_same_tape(v);
         rg = rg || nodes_[v.id].requires_grad;
       }
+    if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), backward.target_type());
     Node& n = push(std::move(value));
     n.requires_grad = rg;
     if (rg) n.backward = std::move(backward);
@@ -167,7 +171,13 @@ class Tape {
       if (n.backward) {
         // Each backward function runs once: it is released as it runs, with what it captured.
         Backward fn = std::move(n.backward);
-        fn(*this, n.grad);
+        if (profile::Profiler* p = profile::active()) {
+          const double t0 = profile::now_seconds();
+          fn(*this, n.grad);
+          p->backward_ran(i, profile::now_seconds() - t0);
+        } else {
+          fn(*this, n.grad);
+        }
       }
     }
   }

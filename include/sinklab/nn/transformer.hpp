@@ -11,6 +11,7 @@
 // residual stream and branch outputs, and, on request, their gradients.
 #pragma once
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,18 +107,19 @@ struct Layer {
         (*rec).*value = v.value();
         if (grads && v.requires_grad()) v.register_hook([rec, grad](Tensor<T>& g) { (*rec).*grad = g.clone(); });
       };
+      using autodiff::profile::Label;
       watch(h, &LayerRecord<T>::input, &LayerRecord<T>::grad_input);
-      Var<T> a_in = attn_norm(tape, h);
+      Var<T> a_in = (Label("attn_norm"), attn_norm(tape, h));
       watch(a_in, &LayerRecord<T>::attn_in, &LayerRecord<T>::grad_attn_in);
-      Var<T> a = attn.forward(tape, a_in, extras);
+      Var<T> a = (Label("attn"), attn.forward(tape, a_in, extras));
       watch(a, &LayerRecord<T>::attn_out, &LayerRecord<T>::grad_attn_out);
-      Var<T> mid = clip(h + a);
+      Var<T> mid = (Label("residual"), clip(h + a));
       watch(mid, &LayerRecord<T>::mid, &LayerRecord<T>::grad_mid);
-      Var<T> f_in = ffn_norm(tape, mid);
+      Var<T> f_in = (Label("ffn_norm"), ffn_norm(tape, mid));
       watch(f_in, &LayerRecord<T>::ffn_in, &LayerRecord<T>::grad_ffn_in);
-      Var<T> f = ffn(tape, f_in);
+      Var<T> f = (Label("ffn"), ffn(tape, f_in));
       watch(f, &LayerRecord<T>::ffn_out, &LayerRecord<T>::grad_ffn_out);
-      Var<T> out = clip(mid + f);
+      Var<T> out = (Label("residual"), clip(mid + f));
       watch(out, &LayerRecord<T>::output, &LayerRecord<T>::grad_output);
       return out;
     }
@@ -192,6 +194,8 @@ struct Transformer {
     Var<T> hidden(Tape<T>& tape, const Tensor<int32_t>& ids, ModelProbe<T>* probe = nullptr,
                   const Tensor<int64_t>* kv_lengths = nullptr) {
       SINKLAB_CHECK(ids.rank() == 2, "Transformer '", name, "': token ids must be [B, T], got ", ids.shape());
+      using autodiff::profile::Label;
+      std::optional<Label> section(std::in_place, "embed");
       Var<T> h = embed(tape, ids);
       if constexpr (!std::is_same_v<Pos, pos::RoPE>) h = positions(tape, h);
       h = tokens.insert(tape, h);
@@ -206,8 +210,12 @@ struct Transformer {
         ex.mix = mixer.hook(static_cast<int64_t>(i));
         LayerRecord<T>* rec = probe ? &probe->layers[i] : nullptr;
         if (rec && probe->attention) ex.probe = &rec->attn;
+        section.reset();
+        section.emplace("layers", static_cast<int64_t>(i));
         h = layers[i].forward(tape, h, ex, rec, probe && probe->gradients);
       }
+      section.reset();
+      section.emplace("head");
       h = final_norm(tape, tokens.discard(tape, h));
       if (probe) probe->final_hidden = h.value();
       return h;
@@ -216,6 +224,7 @@ struct Transformer {
     // ids [B, T] → logits [B, T, vocab]
     Var<T> logits(Tape<T>& tape, const Tensor<int32_t>& ids, ModelProbe<T>* probe = nullptr) {
       Var<T> h = hidden(tape, ids, probe);
+      const autodiff::profile::Label section("head");
       if (cfg.tie_embeddings)
         return matmul(projection_input(tape, h, embed.weight, true), transpose(tape.param(embed.weight), 0, 1));
       return lm_head(tape, h);
@@ -225,6 +234,7 @@ struct Transformer {
     Var<T> loss(Tape<T>& tape, const Tensor<int32_t>& ids, const Tensor<int32_t>& targets,
                 ModelProbe<T>* probe = nullptr, int32_t ignore_index = -100) {
       Var<T> lg = logits(tape, ids, probe);
+      const autodiff::profile::Label section("loss");
       Var<T> ce = cross_entropy(lg, targets, ignore_index);
       if (cfg.z_loss <= 0) return ce;
       Var<T> m = max(lg, -1, true);

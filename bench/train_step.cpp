@@ -1,0 +1,349 @@
+// Tokens per second of a full training step (forward, backward, AdamW) and of a forward-only
+// pass of a pre-norm decoder, nn::Transformer<PreNorm<RMS>, Attention<>, SwiGLU> with RoPE and
+// an untied head, next to the same model in PyTorch (bench/train_step_torch.py) run by this
+// program in the same run on the same number of threads.
+//
+//   train_step [--config small|large|both] [--threads 2] [--steps 10] [--warmup 3] [--rounds 1]
+//              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]
+//
+//   small  bytes (vocab 256), d 128, 4 heads, 4 layers, SwiGLU hidden 344, T 128, batch 16
+//   large  bytes, d 256, 8 heads, 6 layers, SwiGLU hidden ffn::glu_hidden(256) = 688, T 256, batch 8
+//
+// Each side runs `warmup` untimed steps, then `steps` timed ones; a side's result is the median
+// step time (the median over rounds of the per-round medians with --rounds > 1; rounds alternate
+// sinklab and torch so a change of machine load hits both). PyTorch runs with OpenBLAS
+// (Debian's openblas-openmp libblas.so.3 first on LD_LIBRARY_PATH, OPENBLAS_CORETYPE=SkylakeX,
+// OMP_NUM_THREADS and torch.set_num_threads equal to --threads); the script prints which BLAS it
+// loaded. --profile adds a per-op / per-layer breakdown of sinklab's step (autodiff::profile),
+// taken after the timed steps.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_common.hpp"
+#include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/autodiff/profile.hpp"
+#include "sinklab/core/parallel.hpp"
+#include "sinklab/core/rng.hpp"
+#include "sinklab/nn/transformer.hpp"
+#include "sinklab/optim/adamw.hpp"
+
+#ifndef SINKLAB_BENCH_SOURCE_DIR
+#define SINKLAB_BENCH_SOURCE_DIR "bench"
+#endif
+
+using namespace sinklab;
+
+namespace {
+
+struct ModelSize {
+  std::string name;
+  int64_t d, heads, layers, T, batch;
+};
+
+const ModelSize kSmall{"small", 128, 4, 4, 128, 16};
+const ModelSize kLarge{"large", 256, 8, 6, 256, 8};
+
+struct Args {
+  std::vector<ModelSize> configs{kSmall, kLarge};
+  int threads = 2;
+  int steps = 10;
+  int warmup = 3;
+  int rounds = 1;
+  bool torch = true;
+  bool torch_forced = false;
+  bool profile = false;
+  std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/train_step_torch.py";
+  std::string openblas_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
+};
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--config small|large|both] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
+               "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n",
+               argv0);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (k == "--config" && has_value) {
+      const std::string c = argv[++i];
+      if (c == "small") a.configs = {kSmall};
+      else if (c == "large") a.configs = {kLarge};
+      else if (c == "both") a.configs = {kSmall, kLarge};
+      else usage(argv[0]);
+    } else if (k == "--threads" && has_value) a.threads = std::atoi(argv[++i]);
+    else if (k == "--steps" && has_value) a.steps = std::atoi(argv[++i]);
+    else if (k == "--warmup" && has_value) a.warmup = std::atoi(argv[++i]);
+    else if (k == "--rounds" && has_value) a.rounds = std::atoi(argv[++i]);
+    else if (k == "--torch") a.torch = a.torch_forced = true;
+    else if (k == "--no-torch") a.torch = false;
+    else if (k == "--profile") a.profile = true;
+    else if (k == "--torch-script" && has_value) a.torch_script = argv[++i];
+    else if (k == "--openblas-dir" && has_value) a.openblas_dir = argv[++i];
+    else usage(argv[0]);
+  }
+  if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.rounds < 1) {
+    std::fprintf(stderr, "train_step: threads, steps and rounds must be >= 1, warmup >= 0\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+using Model = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<>, ffn::SwiGLU>;
+
+struct Result {
+  int64_t params = 0;
+  double loss0 = 0;
+  double train_s = 0;  // median seconds per training step
+  double fwd_s = 0;    // median seconds per forward-only pass
+};
+
+// One model, optimiser and batch; times training steps and forward-only passes.
+class SinklabRun {
+ public:
+  explicit SinklabRun(const ModelSize& s) : size_(s), rng_(1234) {
+    nn::ModelConfig cfg;
+    cfg.vocab = 256;
+    cfg.d_model = s.d;
+    cfg.heads = s.heads;
+    cfg.layers = s.layers;
+    cfg.ffn_hidden = ffn::glu_hidden(s.d);
+    model_ = std::make_unique<Model::Module<float>>("", cfg, rng_);
+    opt_ = std::make_unique<optim::AdamW<float>>(nn::parameter_list<float>(*model_),
+                                                 optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
+    ids_ = Tensor<int32_t>::empty({s.batch, s.T});
+    targets_ = Tensor<int32_t>::empty({s.batch, s.T});
+    for (int64_t i = 0; i < ids_.numel(); ++i) {
+      ids_.data()[i] = static_cast<int32_t>(rng_.randint(0, 256));
+      targets_.data()[i] = static_cast<int32_t>(rng_.randint(0, 256));
+    }
+  }
+  int64_t params() { return nn::parameter_count<float>(*model_); }
+  int64_t tokens() const { return size_.batch * size_.T; }
+
+  float train_step() {
+    tape_.clear();
+    opt_->zero_grad();
+    autodiff::Var<float> loss = model_->loss(tape_, ids_, targets_);
+    tape_.backward(loss);
+    opt_->step();
+    return loss.item();
+  }
+  float forward_only() {
+    autodiff::no_grad off;
+    tape_.clear();
+    return model_->loss(tape_, ids_, targets_).item();
+  }
+
+  // Per-op / per-section times of `steps` training steps, plus the optimiser's share.
+  void profile(int steps) {
+    autodiff::profile::Profiler prof;
+    double zero_s = 0, step_s = 0, clear_s = 0;
+    {
+      autodiff::profile::Session on(prof);
+      for (int i = 0; i < steps; ++i) {
+        double t0 = bench::now_seconds();
+        tape_.clear();
+        clear_s += bench::now_seconds() - t0;
+        t0 = bench::now_seconds();
+        opt_->zero_grad();
+        zero_s += bench::now_seconds() - t0;
+        prof.mark();
+        autodiff::Var<float> loss = model_->loss(tape_, ids_, targets_);
+        tape_.backward(loss);
+        t0 = bench::now_seconds();
+        opt_->step();
+        step_s += bench::now_seconds() - t0;
+      }
+    }
+    std::printf("\nprofile of sinklab's training step, %s config (%d steps, ms per step)\n", size_.name.c_str(), steps);
+    prof.print(stdout, steps);
+    std::printf("%-52s %32.2f\n%-52s %32.2f\n%-52s %32.2f\n", "tape.clear() ms/step", 1e3 * clear_s / steps,
+                "AdamW zero_grad ms/step", 1e3 * zero_s / steps, "AdamW step ms/step", 1e3 * step_s / steps);
+  }
+
+ private:
+  ModelSize size_;
+  Rng rng_;
+  std::unique_ptr<Model::Module<float>> model_;
+  std::unique_ptr<optim::AdamW<float>> opt_;
+  autodiff::Tape<float> tape_;
+  Tensor<int32_t> ids_, targets_;
+};
+
+template <class F>
+double median_seconds(F&& f, int warmup, int steps) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < steps; ++i) {
+    const double t0 = bench::now_seconds();
+    f();
+    t.push_back(bench::now_seconds() - t0);
+  }
+  return bench::median_of(t);
+}
+
+Result run_sinklab(SinklabRun& run, const Args& a) {
+  Result r;
+  r.params = run.params();
+  r.loss0 = run.forward_only();
+  r.train_s = median_seconds([&] { run.train_step(); }, a.warmup, a.steps);
+  r.fwd_s = median_seconds([&] { run.forward_only(); }, a.warmup, a.steps);
+  return r;
+}
+
+// Shell-quotes s for /bin/sh.
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string torch_env(const Args& a) {
+  const char* old = std::getenv("LD_LIBRARY_PATH");
+  std::string ld = a.openblas_dir + (old && *old ? std::string(":") + old : std::string());
+  return "LD_LIBRARY_PATH=" + shell_quoted(ld) + " OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS=" + std::to_string(a.threads);
+}
+
+bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+
+// Runs the PyTorch script for one config; nullopt (with a message) when it fails.
+std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_info) {
+  const std::string cmd = torch_env(a) + " /usr/bin/python3 " + shell_quoted(a.torch_script) + " --json --config " + s.name +
+                          " --threads " + std::to_string(a.threads) + " --steps " + std::to_string(a.steps) +
+                          " --warmup " + std::to_string(a.warmup);
+  if (print_info) std::printf("torch command: %s\n", cmd.c_str());
+  std::fflush(stdout);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    std::fprintf(stderr, "train_step: could not start the PyTorch script\n");
+    return std::nullopt;
+  }
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = pclose(p);
+  if (rc != 0) {
+    std::fprintf(stderr, "train_step: the PyTorch script failed (status %d); its output:\n%s\n", rc, out.c_str());
+    return std::nullopt;
+  }
+  std::optional<Result> r;
+  for (std::size_t pos = 0; pos < out.size();) {
+    std::size_t nl = out.find('\n', pos);
+    if (nl == std::string::npos) nl = out.size();
+    const std::string line = out.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("info")) {
+      if (print_info) {
+        const auto& i = j["info"];
+        std::printf("torch %s, %d threads, BLAS %s, 1024x1024 matmul %.1f GFLOP/s, scaled_dot_product_attention %s\n",
+                    i["torch"].get<std::string>().c_str(), i["threads"].get<int>(), i["blas"].dump().c_str(),
+                    i["matmul1024_gflops"].get<double>(), i["sdpa"].get<bool>() ? "yes" : "no (softmax(QKᵀ/√d + mask)V)");
+      }
+    } else if (j.value("config", "") == s.name) {
+      r = Result{j["params"].get<int64_t>(), j["loss0"].get<double>(), j["train_step_s"].get<double>(),
+                 j["fwd_s"].get<double>()};
+    }
+  }
+  if (!r) std::fprintf(stderr, "train_step: no result for '%s' in the PyTorch output:\n%s\n", s.name.c_str(), out.c_str());
+  return r;
+}
+
+// Lets the other side's spinning OpenMP/OpenBLAS threads go to sleep before timing.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  set_num_threads(a.threads);
+  if (a.torch && !a.torch_forced && !torch_available()) {
+    std::printf("train_step: /usr/bin/python3 cannot import torch; running sinklab alone\n");
+    a.torch = false;
+  }
+  std::printf("train_step: %d threads, %d warmup + %d timed steps, %d round(s), load average %s\n", a.threads,
+              a.warmup, a.steps, a.rounds, bench::load_average().c_str());
+
+  struct Row {
+    ModelSize size;
+    int64_t params_sl = 0, params_torch = -1;
+    double loss_sl = 0, loss_torch = 0;
+    std::vector<double> train_sl, fwd_sl, train_torch, fwd_torch;
+  };
+  std::vector<Row> rows;
+  bool printed_info = false;
+  for (const ModelSize& s : a.configs) {
+    Row row;
+    row.size = s;
+    SinklabRun run(s);
+    for (int round = 0; round < a.rounds; ++round) {
+      const Result sl = run_sinklab(run, a);
+      row.params_sl = sl.params;
+      row.loss_sl = sl.loss0;
+      row.train_sl.push_back(sl.train_s);
+      row.fwd_sl.push_back(sl.fwd_s);
+      std::printf("  %s round %d: sinklab train %.1f ms/step, forward %.1f ms", s.name.c_str(), round + 1,
+                  1e3 * sl.train_s, 1e3 * sl.fwd_s);
+      if (a.torch) {
+        settle();
+        std::printf("\n");
+        if (auto t = run_torch(s, a, !printed_info)) {
+          printed_info = true;
+          row.params_torch = t->params;
+          row.loss_torch = t->loss0;
+          row.train_torch.push_back(t->train_s);
+          row.fwd_torch.push_back(t->fwd_s);
+          std::printf("  %s round %d: torch   train %.1f ms/step, forward %.1f ms", s.name.c_str(), round + 1,
+                      1e3 * t->train_s, 1e3 * t->fwd_s);
+        }
+        settle();
+      }
+      std::printf("  (load %s)\n", bench::load_average().c_str());
+      std::fflush(stdout);
+    }
+    if (a.profile) run.profile(a.steps);
+    rows.push_back(std::move(row));
+  }
+
+  std::printf("\n%-6s %10s %8s | %14s %14s %7s | %14s %14s %7s\n", "config", "params", "loss0", "sinklab train",
+              "torch train", "ratio", "sinklab fwd", "torch fwd", "ratio");
+  std::printf("%-6s %10s %8s | %14s %14s %7s | %14s %14s %7s\n", "", "", "", "tok/s", "tok/s", "", "tok/s", "tok/s",
+              "");
+  for (const Row& r : rows) {
+    const double tokens = static_cast<double>(r.size.batch * r.size.T);
+    const double sl_train = tokens / bench::median_of(r.train_sl), sl_fwd = tokens / bench::median_of(r.fwd_sl);
+    if (r.train_torch.empty()) {
+      std::printf("%-6s %10lld %8.4f | %14.0f %14s %7s | %14.0f %14s %7s\n", r.size.name.c_str(),
+                  static_cast<long long>(r.params_sl), r.loss_sl, sl_train, "-", "-", sl_fwd, "-", "-");
+      continue;
+    }
+    const double t_train = tokens / bench::median_of(r.train_torch), t_fwd = tokens / bench::median_of(r.fwd_torch);
+    std::printf("%-6s %10lld %8.4f | %14.0f %14.0f %6.2fx | %14.0f %14.0f %6.2fx\n", r.size.name.c_str(),
+                static_cast<long long>(r.params_sl), r.loss_sl, sl_train, t_train, sl_train / t_train, sl_fwd, t_fwd,
+                sl_fwd / t_fwd);
+    if (r.params_torch != r.params_sl)
+      std::printf("  WARNING: parameter counts differ: sinklab %lld, torch %lld\n", static_cast<long long>(r.params_sl),
+                  static_cast<long long>(r.params_torch));
+    else
+      std::printf("  parameters match (%lld); initial loss sinklab %.4f, torch %.4f (ln 256 = %.4f)\n",
+                  static_cast<long long>(r.params_sl), r.loss_sl, r.loss_torch, std::log(256.0));
+  }
+  std::printf("load average at the end: %s\n", bench::load_average().c_str());
+  return 0;
+}
