@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "sinklab/data/token_batch.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/quant/model.hpp"

@@ -50,7 +50,6 @@
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/tensor.hpp"
-#include "sinklab/data/token_batch.hpp"
 #include "sinklab/nn/projection.hpp"
 #include "sinklab/quant/block_quant.hpp"
 #include "sinklab/quant/int8_weight.hpp"
@@ -327,9 +326,10 @@ class ModelQuantizer {
 };
 
 // Mean next-token cross-entropy (in double) over every target that is not ignore_index, and
-// the number of such targets. The model needs logits(tape, ids) → [B, T, vocab].
-template <class Model>
-std::pair<double, int64_t> mean_token_loss(Model& model, const std::vector<data::TokenBatch>& batches,
+// the number of such targets. The model needs logits(tape, ids) → [B, T, vocab]; a batch is
+// anything with token ids `x` and targets `y` [B, T] (data::TokenBatch).
+template <class Model, class Batch>
+std::pair<double, int64_t> mean_token_loss(Model& model, const std::vector<Batch>& batches,
                                            int32_t ignore_index = -100) {
   using T = typename std::remove_cvref_t<decltype(model.embed.weight.value)>::value_type;
   SINKLAB_CHECK(!batches.empty(), "quant::mean_token_loss: no batches");
@@ -337,7 +337,7 @@ std::pair<double, int64_t> mean_token_loss(Model& model, const std::vector<data:
   autodiff::Tape<T> tape;
   double total = 0;
   int64_t count = 0;
-  for (const data::TokenBatch& b : batches) {
+  for (const Batch& b : batches) {
     tape.clear();
     const Tensor<T> lg = model.logits(tape, b.x).value().contiguous();
     SINKLAB_CHECK(lg.rank() == 3 && b.y.shape() == lg.shape().without(-1), "quant::mean_token_loss: logits ", lg.shape(),
@@ -374,9 +374,9 @@ struct PtqResult {
 
 // Calibrates on `calibration`, evaluates the float and the quantized model on `eval`, and
 // leaves the model exactly as it was.
-template <class Model>
-PtqResult evaluate_ptq(Model& model, const std::vector<data::TokenBatch>& calibration,
-                       const std::vector<data::TokenBatch>& eval, const PtqConfig& cfg = {}) {
+template <class Model, class Batch>
+PtqResult evaluate_ptq(Model& model, const std::vector<Batch>& calibration, const std::vector<Batch>& eval,
+                       const PtqConfig& cfg = {}) {
   using T = typename std::remove_cvref_t<decltype(model.embed.weight.value)>::value_type;
   SINKLAB_CHECK(!calibration.empty(), "quant::evaluate_ptq: no calibration batches");
   PtqResult r;
@@ -387,7 +387,7 @@ PtqResult evaluate_ptq(Model& model, const std::vector<data::TokenBatch>& calibr
   q.calibrate([&] {
     autodiff::no_grad guard;
     autodiff::Tape<T> tape;
-    for (const data::TokenBatch& b : calibration) {
+    for (const Batch& b : calibration) {
       tape.clear();
       model.logits(tape, b.x);
     }
