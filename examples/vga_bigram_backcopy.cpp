@@ -446,9 +446,9 @@ std::string token_label(const data::BigramBackcopy& task, int32_t t) {
   if (t == task.bos()) return "<s>";
   if (t == task.unused()) return "<unused>";
   const char c = task.to_char(t);
-  if (c == ' ') return "sp";
-  if (c == '\n') return "nl";
-  if (c == '\t') return "tab";
+  if (c == ' ') return "\u2423";   // ␣
+  if (c == '\n') return "\u21b5";  // ↵
+  if (c == '\t') return "\u21e5";  // ⇥
   return std::string(1, c);
 }
 
@@ -464,12 +464,13 @@ void write_snapshot(const fs::path& out, const std::string& variant, const Snaps
   }
   io::CsvLog csv(out / ("value_norms_" + variant + ".csv"));
   for (int64_t j = 0; j < snap.n; ++j)
+    // The token goes last: CsvLog quotes a ',' label, which then cannot shift gnuplot's columns.
     csv.log({{"pos", j},
-             {"token", labels[static_cast<std::size_t>(j)]},
              {"trigger", is_trigger[static_cast<std::size_t>(j)]},
              {"value_norm", snap.value_norm[static_cast<std::size_t>(j)]},
              {"wo_value_norm", snap.wo_value_norm[static_cast<std::size_t>(j)]},
-             {"gate", snap.gate[static_cast<std::size_t>(j)]}});
+             {"gate", snap.gate[static_cast<std::size_t>(j)]},
+             {"token", labels[static_cast<std::size_t>(j)]}});
 }
 
 // The columns of the summary table (final evaluation), in order.
@@ -479,6 +480,27 @@ const MetricColumn& column(const std::string& name) {
   for (const auto& c : kColumns)
     if (name == c.name) return c;
   sinklab::detail::fail("vga_bigram_backcopy: no metric column '", name, "'");
+}
+
+// A title for a markdown table: no pipes, no raw angle brackets.
+std::string md_title(const std::string& t) {
+  std::string out;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (t.compare(i, 2, "||") == 0) {
+      out += "\u2016";  // ‖
+      ++i;
+    } else if (t.compare(i, 5, "Delta") == 0) {
+      out += "\u0394";  // Δ
+      i += 4;
+    } else if (t[i] == '<') {
+      out += "&lt;";
+    } else if (t[i] == '>') {
+      out += "&gt;";
+    } else {
+      out += t[i];
+    }
+  }
+  return out;
 }
 
 std::string fmt(double v, int prec = 3) {
@@ -493,7 +515,7 @@ void write_summary(const fs::path& out, const Settings& s, const std::map<std::s
   std::ostringstream md, tty;
   const bool several = s.seeds.size() > 1;
   md << "| variant |";
-  for (const auto& n : kSummaryColumns) md << ' ' << column(n).title << " |";
+  for (const auto& n : kSummaryColumns) md << ' ' << md_title(column(n).title) << " |";
   md << "\n|---|";
   for (std::size_t i = 0; i < kSummaryColumns.size(); ++i) md << "---|";
   md << '\n';
@@ -599,6 +621,8 @@ void write_plots(const fs::path& out, const Settings& s, const std::vector<std::
   for (std::size_t p = 0; p < panels.size(); ++p) {
     const auto& [metric, title] = panels[p];
     gp << "set title " << gp_quote(title) << "\n";
+    const bool risk = metric.find("risk") != std::string::npos;
+    gp << (risk ? "set logscale y\n" : "unset logscale y\n");
     if (metric.find("ratio") != std::string::npos || metric == "gate_sink" || metric == "attn_sink")
       gp << "set yrange [0:*]\n";
     else
@@ -619,7 +643,7 @@ void write_plots(const fs::path& out, const Settings& s, const std::vector<std::
     }
     gp << "\n";
   }
-  gp << "unset multiplot\nset yrange [*:*]\nunset xlabel\n";
+  gp << "unset multiplot\nunset logscale y\nset yrange [*:*]\nunset xlabel\n";
 
   // Figure 4(a)-like: attention maps of one eval sequence.
   const int64_t n = static_cast<int64_t>(labels.size());
@@ -629,31 +653,34 @@ void write_plots(const fs::path& out, const Settings& s, const std::vector<std::
      << gp_quote("Attention of eval sequence 0, first " + std::to_string(n) + " tokens (seed " +
                  std::to_string(s.seeds.front()) + ", layer " + std::to_string(layer) + "); rows = queries")
      << "\n";
-  gp << "unset grid\nunset key\nset size ratio -1\nset palette defined (0 'white', 0.5 '#6baed6', 1 '#08306b')\n";
+  gp << "set style fill solid 1 noborder\nunset grid\nunset key\nset size ratio -1\nset palette defined (0 'white', 0.5 '#6baed6', 1 '#08306b')\n";
   gp << "set cbrange [0:1]\nset xrange [-0.5:" << n - 0.5 << "]\nset yrange [" << n - 0.5 << ":-0.5]\n";
-  gp << "set xtics " << xtics(labels) << " rotate by 90 font ',7'\nset ytics " << xtics(labels) << " font ',7'\n";
+  gp << "set datafile separator whitespace\n";
+  gp << "set xtics " << xtics(labels) << " font ',8'\nset ytics " << xtics(labels) << " font ',8'\n";
   gp << "set xlabel 'key'\nset ylabel 'query'\n";
   for (const auto& v : order) {
     gp << "set title " << gp_quote(v) << "\n";
     gp << "plot " << gp_quote("attn_" + v + ".dat") << " matrix with image\n";
   }
-  gp << "unset multiplot\nset size noratio\nunset xlabel\nunset ylabel\n";
+  gp << "unset multiplot\nset size noratio\nunset xlabel\nunset ylabel\nset datafile separator ','\n";
 
   // Figure 4(b)-like: value norms per token of the same sequence.
   gp << "set terminal " << term << " size 1400," << 250 * nv + 60 << "\nset output 'value_norms.png'\n";
   gp << "set multiplot layout " << nv << ",1 title "
      << gp_quote("||v_j|| per token of eval sequence 0 (seed " + std::to_string(s.seeds.front()) + ", layer " +
-                 std::to_string(layer) + "); hatched = trigger")
+                 std::to_string(layer) + "); hatched = trigger, dots = gate (right axis)")
      << "\n";
   gp << "set grid ytics\nset key top right\nset xrange [-0.7:" << n - 0.3 << "]\nset yrange [0:*]\n";
-  gp << "set xtics " << xtics(labels) << " font ',8'\nunset ytics\nset ytics\nset boxwidth 0.8\n";
+  gp << "set xtics " << xtics(labels) << " font ',9'\nunset ytics\nset ytics nomirror\nset boxwidth 0.8\n";
+  gp << "set y2range [0:1.05]\nset y2tics 0, 0.25, 1\nset y2label 'gate'\nset ylabel '||v_j||'\n";
   for (const auto& v : order) {
     const std::string f = gp_quote("value_norms_" + v + ".csv");
     gp << "set title " << gp_quote(v) << "\nset style fill solid 0.8 border -1\n";
-    gp << "plot " << f << " skip 1 using 1:($3 == 0 ? $4 : 1/0) with boxes lc rgb '" << variant_colour(v)
-       << "' title '||v_j||', " << f << " skip 1 using 1:($3 != 0 ? $4 : 1/0) with boxes fs pattern 4 lc rgb '"
-       << variant_colour(v) << "' notitle, " << f << " skip 1 using 1:6 with linespoints pt 7 ps 0.6 lc rgb 'black' "
-       << (v == "vanilla" ? "notitle" : "title 'gate'") << "\n";
+    gp << "plot " << f << " skip 1 using 1:($2 == 0 ? $3 : 1/0) with boxes lc rgb '" << variant_colour(v)
+       << "' title '||v_j||', " << f << " skip 1 using 1:($2 != 0 ? $3 : 1/0) with boxes fs pattern 4 lc rgb '"
+       << variant_colour(v) << "' notitle";
+    if (v != "vanilla") gp << ", " << f << " skip 1 using 1:5 axes x1y2 with linespoints pt 7 ps 0.6 lc rgb 'black' title 'gate'";
+    gp << "\n";
   }
   gp << "unset multiplot\n";
 
