@@ -30,6 +30,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "sinklab/autodiff/autodiff.hpp"
@@ -126,25 +127,38 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, Granularity
   const Tensor<T> c1 = l1.value();
   const Tensor<T> c2 = has_s ? l2.value() : Tensor<T>{};
   const Tensor<T> gm = has_g ? gamma.value() : Tensor<T>{};
-  auto coef = [gran, C](int64_t h, int64_t c) -> int64_t {
-    return gran == Granularity::Scalar ? 0 : gran == Granularity::Head ? h : h * C + c;
+  // Coefficient offset of head h and stride along channels: per-element rows, else one value.
+  const bool per_channel = gran == Granularity::Element;
+  const int64_t ncoef = c1.numel();
+  auto coef_row = [gran, C](int64_t h) -> int64_t {
+    return gran == Granularity::Scalar ? 0 : gran == Granularity::Head ? h : h * C;
   };
-  auto scale = [gm, has_g, K, L](int64_t b, int64_t t, int64_t col) -> T {
-    return has_g ? gm.data()[(b * L + t) * K + col] : T(1);
-  };
+  const T* gp = has_g ? gm.data() : nullptr;
+  auto scale = [gp, K, L](int64_t b, int64_t t, int64_t col) -> T { return gp ? gp[(b * L + t) * K + col] : T(1); };
 
   Tensor<T> y = Tensor<T>::empty(shape);
   parallel_for(0, B * H, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / H, h = r % H;
+      const T* k1 = c1.data() + coef_row(h);
+      const T* k2 = has_s ? c2.data() + coef_row(h) : nullptr;
       for (int64_t t = 0; t < L; ++t) {
         const int64_t row = (r * L + t) * C;
+        const T* ar = a.data() + row;
+        const T* sr = has_s ? s.data() + row : nullptr;
+        T* yr = y.data() + row;
         const T g1 = scale(b, t, col1), g2 = has_s ? scale(b, t, col2) : T(0);
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t k = coef(h, c);
-          T out = c1.data()[k] * g1 * a.data()[row + c];
-          if (has_s) out += c2.data()[k] * g2 * s.data()[row + c];
-          y.data()[row + c] = out;
+        if (per_channel) {
+          if (sr)
+            for (int64_t c = 0; c < C; ++c) yr[c] = g1 * k1[c] * ar[c] + g2 * k2[c] * sr[c];
+          else
+            for (int64_t c = 0; c < C; ++c) yr[c] = g1 * k1[c] * ar[c];
+        } else {
+          const T u1 = g1 * k1[0], u2 = sr ? g2 * k2[0] : T(0);
+          if (sr)
+            for (int64_t c = 0; c < C; ++c) yr[c] = u1 * ar[c] + u2 * sr[c];
+          else
+            for (int64_t c = 0; c < C; ++c) yr[c] = u1 * ar[c];
         }
       }
     }
@@ -157,56 +171,80 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, Granularity
   }
   if (has_g) inputs.push_back(gamma);
   return anchor.tape->record(y, inputs, [=](Tape<T>& tp, const Tensor<T>& dy) {
+    const Tensor<T> keep_gamma = gm;  // scale() reads γ through a raw pointer: hold its storage
     const bool want_a = anchor.requires_grad(), want_s = has_s && current.requires_grad();
     const bool want_l1 = l1.requires_grad(), want_l2 = has_s && l2.requires_grad();
     const bool want_g = has_g && gamma.requires_grad();
-    Tensor<T> da = want_a ? Tensor<T>::empty(shape) : Tensor<T>{};
-    Tensor<T> ds = want_s ? Tensor<T>::empty(shape) : Tensor<T>{};
-    if (want_a || want_s)
-      parallel_for(0, B * H, 1, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t b = r / H, h = r % H;
-          for (int64_t t = 0; t < L; ++t) {
-            const int64_t row = (r * L + t) * C;
-            const T g1 = scale(b, t, col1), g2 = has_s ? scale(b, t, col2) : T(0);
-            for (int64_t c = 0; c < C; ++c) {
-              const int64_t k = coef(h, c);
-              if (want_a) da.data()[row + c] = dy.data()[row + c] * c1.data()[k] * g1;
-              if (want_s) ds.data()[row + c] = dy.data()[row + c] * c2.data()[k] * g2;
-            }
-          }
-        }
-      });
-    if (want_l1 || want_l2 || want_g) {
-      // Reductions over (b, t) for λ and over (h, c) for γ: one serial sweep, O(B·H·T·C).
-      Tensor<T> dl1 = Tensor<T>::zeros(c1.shape()), dl2 = has_s ? Tensor<T>::zeros(c2.shape()) : Tensor<T>{};
-      T* dg = want_g ? tp.grad_buffer(gamma).data() : nullptr;
-      for (int64_t r = 0; r < B * H; ++r) {
-        const int64_t b = r / H, h = r % H;
+    // Everything is computed (the unused parts are rare: a frozen λ or a constant anchor) so that
+    // the channel loop has no branches. λ gradients reduce over (b, t): each batch row sums into
+    // its own slice of pl1 / pl2, added up below; γ rows are disjoint per b.
+    Tensor<T> da = Tensor<T>::empty(shape);
+    Tensor<T> ds = has_s ? Tensor<T>::empty(shape) : Tensor<T>{};
+    Tensor<T> pl1 = Tensor<T>::zeros({B, ncoef});
+    Tensor<T> pl2 = has_s ? Tensor<T>::zeros({B, ncoef}) : Tensor<T>{};
+    T* dg = want_g ? tp.grad_buffer(gamma).data() : nullptr;
+    auto rows = [&](auto per_channel_c, auto has_s_c, int64_t b) {
+      constexpr bool PC = decltype(per_channel_c)::value, HS = decltype(has_s_c)::value;
+      T* q1 = pl1.data() + b * ncoef;
+      T* q2 = HS ? pl2.data() + b * ncoef : nullptr;
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t off = coef_row(h);
+        const T* k1 = c1.data() + off;
+        const T* k2 = HS ? c2.data() + off : nullptr;
         for (int64_t t = 0; t < L; ++t) {
-          const int64_t row = (r * L + t) * C;
-          const T g1 = scale(b, t, col1), g2 = has_s ? scale(b, t, col2) : T(0);
-          T sg1 = 0, sg2 = 0;
+          const int64_t row = ((b * H + h) * L + t) * C;
+          const T* g = dy.data() + row;
+          const T* ar = a.data() + row;
+          T* dar = da.data() + row;
+          const T g1 = scale(b, t, col1);
+          T sg1 = 0, dl1 = 0;
           for (int64_t c = 0; c < C; ++c) {
-            const int64_t k = coef(h, c);
-            const T da_l = dy.data()[row + c] * a.data()[row + c];
-            dl1.data()[k] += da_l * g1;
-            sg1 += da_l * c1.data()[k];
-            if (has_s) {
-              const T ds_l = dy.data()[row + c] * s.data()[row + c];
-              dl2.data()[k] += ds_l * g2;
-              sg2 += ds_l * c2.data()[k];
-            }
+            const T k = PC ? k1[c] : k1[0];
+            const T ga = g[c] * ar[c];
+            sg1 += ga * k;
+            if constexpr (PC) q1[off + c] += ga * g1;
+            else dl1 += ga;
+            dar[c] = g[c] * k * g1;
           }
-          if (dg) {
-            dg[(b * L + t) * K + col1] += sg1;
-            if (has_s) dg[(b * L + t) * K + col2] += sg2;
+          if constexpr (!PC) q1[off] += dl1 * g1;
+          if (dg) dg[(b * L + t) * K + col1] += sg1;
+          if constexpr (HS) {
+            const T* sr = s.data() + row;
+            T* dsr = ds.data() + row;
+            const T g2 = scale(b, t, col2);
+            T sg2 = 0, dl2 = 0;
+            for (int64_t c = 0; c < C; ++c) {
+              const T k = PC ? k2[c] : k2[0];
+              const T gs = g[c] * sr[c];
+              sg2 += gs * k;
+              if constexpr (PC) q2[off + c] += gs * g2;
+              else dl2 += gs;
+              dsr[c] = g[c] * k * g2;
+            }
+            if constexpr (!PC) q2[off] += dl2 * g2;
+            if (dg) dg[(b * L + t) * K + col2] += sg2;
           }
         }
       }
-      if (want_l1) tp.accumulate(l1, std::move(dl1));
-      if (want_l2) tp.accumulate(l2, std::move(dl2));
-    }
+    };
+    parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        using yes = std::true_type;
+        using no = std::false_type;
+        if (per_channel && has_s) rows(yes{}, yes{}, b);
+        else if (per_channel) rows(yes{}, no{}, b);
+        else if (has_s) rows(no{}, yes{}, b);
+        else rows(no{}, no{}, b);
+      }
+    });
+    auto reduce_rows = [B, ncoef](const Tensor<T>& part, const Shape& out_shape) {
+      Tensor<T> out = Tensor<T>::zeros(out_shape);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < ncoef; ++i) out.data()[i] += part.data()[b * ncoef + i];
+      return out;
+    };
+    if (want_l1) tp.accumulate(l1, reduce_rows(pl1, c1.shape()));
+    if (want_l2) tp.accumulate(l2, reduce_rows(pl2, c2.shape()));
     if (want_a) tp.accumulate(anchor, std::move(da));
     if (want_s) tp.accumulate(current, std::move(ds));
   });
