@@ -88,8 +88,10 @@ Result train(const std::string& name, const nn::ModelConfig& cfg, const Setup& s
   Rng rng(s.seed);
   typename Model::template Module<float> model("", cfg, rng);
   optim::AdamW<float> opt(nn::parameter_list<float>(model), {.lr = s.lr, .beta2 = 0.95, .weight_decay = 0.0});
-  optim::Schedule sched({.decay = optim::Decay::Cosine, .warmup_steps = std::max(1, s.steps / 20),
-                         .total_steps = s.steps, .min_lr_ratio = 0.1});
+  optim::Schedule sched({.decay = optim::Decay::Cosine,
+                         .warmup_steps = std::max(1, s.steps / 20),
+                         .total_steps = s.steps,
+                         .min_lr_ratio = 0.1});
   data::TokenStreamBatcher batches(s.train, s.seq_len, s.seed + 1);  // same batches for every variant
   autodiff::Tape<float> tape;
 
@@ -184,9 +186,9 @@ int main(int argc, char** argv) {
   s.val.assign(ids.begin() + cut, ids.end());
   s.log_every = std::max(1, std::min(s.log_every, s.steps / 6));
   std::printf("compose: %zu bytes of %s; %d steps of %lld × %lld bytes; d_model %lld, %lld layers, %lld heads\n",
-              text.size(), source.c_str(), s.steps, static_cast<long long>(s.batch),
-              static_cast<long long>(s.seq_len), static_cast<long long>(cfg.d_model),
-              static_cast<long long>(cfg.layers), static_cast<long long>(cfg.heads));
+              text.size(), source.c_str(), s.steps, static_cast<long long>(s.batch), static_cast<long long>(s.seq_len),
+              static_cast<long long>(cfg.d_model), static_cast<long long>(cfg.layers),
+              static_cast<long long>(cfg.heads));
 
   auto wanted = [&](const char* key) { return only.empty() || std::find(only.begin(), only.end(), key) != only.end(); };
   std::vector<Result> results;
@@ -198,8 +200,8 @@ int main(int argc, char** argv) {
   std::printf("\n%-36s %10s %10s %10s %10s %10s\n", "variant", "params", "first", "train", "val", "ms/step");
   bool finite = true;
   for (const Result& r : results) {
-    std::printf("%-36s %10lld %10.4f %10.4f %10.4f %10.1f\n", r.name.c_str(), static_cast<long long>(r.params),
-                r.first, r.last, r.val, r.ms_per_step);
+    std::printf("%-36s %10lld %10.4f %10.4f %10.4f %10.1f\n", r.name.c_str(), static_cast<long long>(r.params), r.first,
+                r.last, r.val, r.ms_per_step);
     finite = finite && std::isfinite(r.last) && std::isfinite(r.val);
   }
   std::printf("(train: smoothed training loss at the end; val: mean loss on held-out windows; ln 256 = %.3f)\n",

@@ -117,12 +117,12 @@ TEST_CASE("load_parameters refuses a wrong shape, a missing or an unexpected ten
     c.ffn_hidden = 24;
     Exo::Module<float> b("", c, r2);
     const auto before = snapshot(b);
-    CHECK_THROWS_WITH_AS(io::load_parameters(b, dir / "a.safetensors"),
-                         doctest::Contains(("tensor 'layers.0.ffn.down.weight' has shape [" +
-                                            std::to_string(a.layers[0].ffn.down.weight.shape()[0]) +
-                                            ", 16], expected [24, 16]")
-                                               .c_str()),
-                         Error);
+    CHECK_THROWS_WITH_AS(
+        io::load_parameters(b, dir / "a.safetensors"),
+        doctest::Contains(("tensor 'layers.0.ffn.down.weight' has shape [" +
+                           std::to_string(a.layers[0].ffn.down.weight.shape()[0]) + ", 16], expected [24, 16]")
+                              .c_str()),
+        Error);
     CHECK_THROWS_WITH_AS(io::load_parameters(b, dir / "a.safetensors"), doctest::Contains(file.c_str()), Error);
     CHECK(snapshot(b) == before);
   }

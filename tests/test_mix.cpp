@@ -69,8 +69,12 @@ TEST_CASE("mix_pair matches composed ops and its gradients check") {
   Rng rng(1);
   const int64_t B = 2, H = 3, L = 4, C = 5, K = 8;
   for (auto gran : {mix::Granularity::Scalar, mix::Granularity::Head, mix::Granularity::Element}) {
-    const Shape cs = gran == mix::Granularity::Scalar ? Shape{1} : gran == mix::Granularity::Head ? Shape{H} : Shape{H, C};
-    const Shape view = gran == mix::Granularity::Scalar ? Shape{1} : gran == mix::Granularity::Head ? Shape{H, 1, 1} : Shape{H, 1, C};
+    const Shape cs = gran == mix::Granularity::Scalar ? Shape{1}
+                     : gran == mix::Granularity::Head ? Shape{H}
+                                                      : Shape{H, C};
+    const Shape view = gran == mix::Granularity::Scalar ? Shape{1}
+                       : gran == mix::Granularity::Head ? Shape{H, 1, 1}
+                                                        : Shape{H, 1, C};
     for (int variant = 0; variant < 3; ++variant) {  // 0: static; 1: with γ; 2: anchor only, with γ
       CAPTURE(static_cast<int>(gran));
       CAPTURE(variant);
@@ -112,15 +116,16 @@ TEST_CASE("mix_pair refuses mismatched shapes with a clear message") {
   auto a = t.leaf(Tensor<double>::zeros({1, 2, 3, 4}));
   auto s = t.leaf(Tensor<double>::zeros({1, 2, 3, 5}));
   auto l = t.leaf(Tensor<double>::ones({2}));
-  CHECK_THROWS_WITH_AS(mix::mix_pair(a, s, l, l, mix::Granularity::Head), doctest::Contains("does not match its anchor"),
-                       Error);
+  CHECK_THROWS_WITH_AS(mix::mix_pair(a, s, l, l, mix::Granularity::Head),
+                       doctest::Contains("does not match its anchor"), Error);
   auto s_ok = t.leaf(Tensor<double>::zeros({1, 2, 3, 4}));
   CHECK_THROWS_WITH_AS(mix::mix_pair(a, s_ok, l, l, mix::Granularity::Element), doctest::Contains("expected [2, 4]"),
                        Error);
 }
 
 TEST_CASE("ExoFormer's hook computes λ₁γ₁ ⊙ RMSNorm(S_anc) + λ₂γ₂ ⊙ S per component") {
-  const mix::Dims d{.d_model = 6, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 4, .gate_heads = 2, .gate_channels = 4};
+  const mix::Dims d{
+      .d_model = 6, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 4, .gate_heads = 2, .gate_channels = 4};
   Rng rng(5);
   mix::ExoFormer<mix::per_head, mix::Dynamic>::Module<double> exo("mix", d, rng);
   // Make every parameter non-trivial (fc2 starts at zero, gains at one, λ at one).
@@ -167,7 +172,8 @@ TEST_CASE("ExoFormer's hook computes λ₁γ₁ ⊙ RMSNorm(S_anc) + λ₂γ₂ 
 }
 
 TEST_CASE("mixing coefficients, anchors and dynamic MLP start as the paper says") {
-  const mix::Dims d{.d_model = 8, .layers = 3, .heads = 2, .kv_heads = 2, .head_dim = 4, .gate_heads = 2, .gate_channels = 4};
+  const mix::Dims d{
+      .d_model = 8, .layers = 3, .heads = 2, .kv_heads = 2, .head_dim = 4, .gate_heads = 2, .gate_channels = 4};
   Rng rng(1);
   SUBCASE("static ExoFormer: every layer, λ = 0.5, anchor projection d → q+k+v+g, gains 1") {
     mix::ExoFormer<mix::per_element>::Module<float> m("mix", d, rng);
@@ -209,8 +215,9 @@ TEST_CASE("mixing coefficients, anchors and dynamic MLP start as the paper says"
     CHECK(m.anchor_norm[2].value.defined());
     CHECK_FALSE(m.coeffs[0].lambda[0][0].value.defined());
     CHECK(m.anchor_proj.weight.shape() == Shape{8, 8 + 2});
-    CHECK_THROWS_WITH_AS(mix::ExoFormer<>::Module<float>("mix", d, rng, {.q = false, .k = false, .v = false, .g = false}),
-                         doctest::Contains("no component to mix"), Error);
+    CHECK_THROWS_WITH_AS(
+        mix::ExoFormer<>::Module<float>("mix", d, rng, {.q = false, .k = false, .v = false, .g = false}),
+        doctest::Contains("no component to mix"), Error);
   }
   SUBCASE("ResFormer: fixed 0.5 / 0.5 has no parameters; learnable has two scalars per later layer") {
     mix::ResFormer::Module<float> fixed("mix", d, rng);
@@ -245,9 +252,11 @@ TEST_CASE("every mixing mode's gradients check inside a 2-layer model") {
     c.d_model = 8;
     c.head_dim = 2;
     check_model<WithMix<mix::ExoFormer<mix::per_head, mix::Dynamic>>>(c, 12);
-    check_model<WithMix<mix::ExoFormer<mix::per_element>, attn::Attention<score::Softmax, FromAnchor<per_channel, on_output>>>>(
+    check_model<
+        WithMix<mix::ExoFormer<mix::per_element>, attn::Attention<score::Softmax, FromAnchor<per_channel, on_output>>>>(
         tiny(), 13);
-    check_model<WithMix<mix::ExoFormer<mix::per_element>, attn::Attention<score::Softmax, FromValue<per_head, on_values>>>>(
+    check_model<
+        WithMix<mix::ExoFormer<mix::per_element>, attn::Attention<score::Softmax, FromValue<per_head, on_values>>>>(
         tiny(), 14);
   }
   SUBCASE("no gate: q, k, v only") {
@@ -260,8 +269,8 @@ TEST_CASE("with λ₁ = 0 and λ₂ = 1 a mixed model computes exactly the unmix
   using GA = attn::Attention<score::Softmax, FromInput<per_channel, on_output>>;
   using Base = nn::Transformer<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU>;
   using Nu = nn::Transformer<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU, pos::RoPE, tokens::None, mix::NuResFormer<>>;
-  using Exo = nn::Transformer<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU, pos::RoPE, tokens::None,
-                              mix::ExoFormer<mix::per_head>>;
+  using Exo =
+      nn::Transformer<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU, pos::RoPE, tokens::None, mix::ExoFormer<mix::per_head>>;
   using Res = nn::Transformer<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU, pos::RoPE, tokens::None, mix::ResFormer>;
   auto cfg = tiny();
   cfg.layers = 3;

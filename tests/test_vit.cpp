@@ -32,7 +32,8 @@ void randomise(M& m, uint64_t seed) {
   m.parameters([&](Parameter<double>& p) {
     Tensor<double> r = rng.normal<double>(p.shape(), 0.0, 0.3);
     const bool gain = p.name.find("norm") != std::string::npos && p.name.find("bias") == std::string::npos;
-    if (gain) for (int64_t i = 0; i < r.numel(); ++i) r.data()[i] += 1.0;
+    if (gain)
+      for (int64_t i = 0; i < r.numel(); ++i) r.data()[i] += 1.0;
     p.value.copy_from(r);
   });
 }
@@ -88,7 +89,8 @@ TEST_CASE("ViT gradients check: plain, with registers, with channels, with ExoFo
   SUBCASE("gated bidirectional attention with dynamic ExoFormer mixing") {
     using GA = attn::Attention<score::Softmax, gate::FromInput<gate::per_channel, gate::on_output>, value::Identity,
                                mask::Bidirectional>;
-    using M = nn::ViT<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU, tokens::None, mix::ExoFormer<mix::per_head, mix::Dynamic>>;
+    using M =
+        nn::ViT<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU, tokens::None, mix::ExoFormer<mix::per_head, mix::Dynamic>>;
     auto c = tiny();
     c.qk_norm = true;
     check_vit<M>(c, rng.normal<double>({2, 4, 6}), 4);

@@ -48,8 +48,8 @@ Tensor<T> patchify(const Tensor<T>& images, int64_t P) {
   const Tensor<T> x = images.contiguous();
   const bool chw = x.rank() == 4;
   const int64_t B = x.size(0), C = chw ? x.size(1) : 1, H = x.size(chw ? 2 : 1), W = x.size(chw ? 3 : 2);
-  SINKLAB_CHECK(H % P == 0 && W % P == 0, "nn::patchify: image of ", H, "×", W, " is not a whole number of ", P, "×",
-                P, " patches");
+  SINKLAB_CHECK(H % P == 0 && W % P == 0, "nn::patchify: image of ", H, "×", W, " is not a whole number of ", P, "×", P,
+                " patches");
   const int64_t ny = H / P, nx = W / P, F = C * P * P;
   Tensor<T> out = Tensor<T>::empty({B, ny * nx, F});
   for (int64_t b = 0; b < B; ++b)
@@ -76,10 +76,10 @@ struct ViT {
   struct Module {
     VitConfig cfg;
     std::string name;
-    int64_t patches = 0;  // N
-    Linear<T> patch_embed;      // [C·P·P, d_model] with bias
-    Parameter<T> cls;           // [1, d_model]
-    Parameter<T> positions;     // [1 + N, d_model]
+    int64_t patches = 0;     // N
+    Linear<T> patch_embed;   // [C·P·P, d_model] with bias
+    Parameter<T> cls;        // [1, d_model]
+    Parameter<T> positions;  // [1 + N, d_model]
     typename Tokens::template Module<T> registers;
     typename Mix::template Module<T> mixer;
     std::vector<typename layer_type::template Module<T>> layers;
@@ -99,7 +99,8 @@ struct ViT {
                     cfg.layers);
       patches = (cfg.image_h / cfg.patch) * (cfg.image_w / cfg.patch);
       const int64_t D = cfg.d_model;
-      patch_embed = Linear<T>(join_name(name, "patch_embed"), cfg.channels * cfg.patch * cfg.patch, D, rng, cfg.init, true);
+      patch_embed =
+          Linear<T>(join_name(name, "patch_embed"), cfg.channels * cfg.patch * cfg.patch, D, rng, cfg.init, true);
       cls = Parameter<T>(join_name(name, "cls"), make_tensor<T>({1, D}, cfg.init, rng));
       positions = Parameter<T>(join_name(name, "pos"), make_tensor<T>({1 + patches, D}, cfg.init, rng));
       registers = typename Tokens::template Module<T>(join_name(name, "registers"), D, rng, cfg.tokens);
@@ -137,9 +138,8 @@ struct ViT {
     // images → the CLS token's final hidden state [B, d_model].
     Var<T> features(Tape<T>& tape, const Tensor<T>& images, ModelProbe<T>* probe = nullptr) {
       const bool chw = images.defined() && images.rank() == 4;
-      const bool ok = images.defined() && (images.rank() == 3 || chw) &&
-                      images.size(chw ? 2 : 1) == cfg.image_h && images.size(chw ? 3 : 2) == cfg.image_w &&
-                      (chw ? images.size(1) : 1) == cfg.channels;
+      const bool ok = images.defined() && (images.rank() == 3 || chw) && images.size(chw ? 2 : 1) == cfg.image_h &&
+                      images.size(chw ? 3 : 2) == cfg.image_w && (chw ? images.size(1) : 1) == cfg.channels;
       SINKLAB_CHECK(ok, "ViT '", name, "': images of shape ", images.defined() ? images.shape() : Shape{},
                     ", expected [B, ", cfg.image_h, ", ", cfg.image_w, "] (one channel) or [B, ", cfg.channels, ", ",
                     cfg.image_h, ", ", cfg.image_w, "]");

@@ -202,8 +202,10 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, Granularity
             const T k = PC ? k1[c] : k1[0];
             const T ga = g[c] * ar[c];
             sg1 += ga * k;
-            if constexpr (PC) q1[off + c] += ga * g1;
-            else dl1 += ga;
+            if constexpr (PC)
+              q1[off + c] += ga * g1;
+            else
+              dl1 += ga;
             dar[c] = g[c] * k * g1;
           }
           if constexpr (!PC) q1[off] += dl1 * g1;
@@ -217,8 +219,10 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, Granularity
               const T k = PC ? k2[c] : k2[0];
               const T gs = g[c] * sr[c];
               sg2 += gs * k;
-              if constexpr (PC) q2[off + c] += gs * g2;
-              else dl2 += gs;
+              if constexpr (PC)
+                q2[off + c] += gs * g2;
+              else
+                dl2 += gs;
               dsr[c] = g[c] * k * g2;
             }
             if constexpr (!PC) q2[off] += dl2 * g2;
@@ -231,10 +235,14 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, Granularity
       for (int64_t b = b0; b < b1; ++b) {
         using yes = std::true_type;
         using no = std::false_type;
-        if (per_channel && has_s) rows(yes{}, yes{}, b);
-        else if (per_channel) rows(yes{}, no{}, b);
-        else if (has_s) rows(no{}, yes{}, b);
-        else rows(no{}, no{}, b);
+        if (per_channel && has_s)
+          rows(yes{}, yes{}, b);
+        else if (per_channel)
+          rows(yes{}, no{}, b);
+        else if (has_s)
+          rows(no{}, yes{}, b);
+        else
+          rows(no{}, no{}, b);
       }
     });
     auto reduce_rows = [B, ncoef](const Tensor<T>& part, const Shape& out_shape) {
@@ -261,10 +269,13 @@ struct Part {
 inline Part part(const Dims& d, int c) {
   const int64_t kv = d.kv_heads ? d.kv_heads : d.heads;
   switch (c) {
-    case 0: return {d.heads, d.head_dim};
+    case 0:
+      return {d.heads, d.head_dim};
     case 1:
-    case 2: return {kv, d.head_dim};
-    default: return {d.gate_heads, d.gate_channels};
+    case 2:
+      return {kv, d.head_dim};
+    default:
+      return {d.gate_heads, d.gate_channels};
   }
 }
 inline Shape coeff_shape(Granularity g, Part p) {
@@ -335,12 +346,15 @@ struct AnchorMixer {
       for (int c = 0; c < 4; ++c)
         if (on[c])
           for (int i = 0; i < 2; ++i)
-            lc.lambda[c][i] = Parameter<T>(nn::join_name(lp, std::string("lambda_") + kComponent[c] + std::to_string(i + 1)),
-                                           Tensor<T>::full(coeff_shape(granularity, part(dims, c)), static_cast<T>(init)));
+            lc.lambda[c][i] =
+                Parameter<T>(nn::join_name(lp, std::string("lambda_") + kComponent[c] + std::to_string(i + 1)),
+                             Tensor<T>::full(coeff_shape(granularity, part(dims, c)), static_cast<T>(init)));
       if constexpr (dynamic) {
         lc.dynamic = true;
-        lc.fc1 = nn::Linear<T>(nn::join_name(lp, "dynamic.fc1"), dims.d_model, opts.dynamic_hidden, rng, opts.init, false);
-        lc.fc2 = nn::Linear<T>(nn::join_name(lp, "dynamic.fc2"), opts.dynamic_hidden, width, rng, nn::Init::zeros(), true);
+        lc.fc1 =
+            nn::Linear<T>(nn::join_name(lp, "dynamic.fc1"), dims.d_model, opts.dynamic_hidden, rng, opts.init, false);
+        lc.fc2 =
+            nn::Linear<T>(nn::join_name(lp, "dynamic.fc2"), opts.dynamic_hidden, width, rng, nn::Init::zeros(), true);
       }
     }
   }
@@ -351,10 +365,14 @@ struct AnchorMixer {
 
   static Var<T>& slot(attn::Projections<T>& p, int c) {
     switch (c) {
-      case 0: return p.q;
-      case 1: return p.k;
-      case 2: return p.v;
-      default: return p.gate;
+      case 0:
+        return p.q;
+      case 1:
+        return p.k;
+      case 2:
+        return p.v;
+      default:
+        return p.gate;
     }
   }
 
@@ -370,9 +388,8 @@ struct AnchorMixer {
       SINKLAB_CHECK(a.defined() && a.tape == &tape, kind, " '", name, "': no ", kComponent[c],
                     " anchor on this tape for layer ", layer, " (begin() must run first in the same forward)");
       Var<T>& s = slot(p, c);
-      SINKLAB_CHECK(!s.defined() || s.shape() == a.shape(), kind, " '", name, "': layer ", layer, "'s ",
-                    kComponent[c], " of shape ", s.defined() ? s.shape() : Shape{}, " does not match the anchor ",
-                    a.shape());
+      SINKLAB_CHECK(!s.defined() || s.shape() == a.shape(), kind, " '", name, "': layer ", layer, "'s ", kComponent[c],
+                    " of shape ", s.defined() ? s.shape() : Shape{}, " does not match the anchor ", a.shape());
       s = mix_pair(a, s, tape.param(lc.lambda[c][0]), tape.param(lc.lambda[c][1]), granularity, gamma, 2 * c,
                    2 * c + 1);
     }
@@ -410,14 +427,14 @@ struct ResFormer {
       if (opts.learnable)
         for (int64_t n = 1; n < layers; ++n) {
           const std::string lp = nn::join_name(name, "layers." + std::to_string(n));
-          lambda.push_back({Parameter<T>(nn::join_name(lp, "lambda_v1"), Tensor<T>::full({1}, static_cast<T>(opts.lambda1))),
-                            Parameter<T>(nn::join_name(lp, "lambda_v2"), Tensor<T>::full({1}, static_cast<T>(opts.lambda2)))});
+          lambda.push_back(
+              {Parameter<T>(nn::join_name(lp, "lambda_v1"), Tensor<T>::full({1}, static_cast<T>(opts.lambda1))),
+               Parameter<T>(nn::join_name(lp, "lambda_v2"), Tensor<T>::full({1}, static_cast<T>(opts.lambda2)))});
         }
     }
     void begin(Tape<T>&, Var<T>) { v1 = Var<T>{}; }
     Hook<T> hook(int64_t layer) {
-      if (layer == 0)
-        return [this](Tape<T>&, Var<T>, attn::Projections<T>& p) { v1 = p.v; };
+      if (layer == 0) return [this](Tape<T>&, Var<T>, attn::Projections<T>& p) { v1 = p.v; };
       return [this, layer](Tape<T>& tape, Var<T>, attn::Projections<T>& p) {
         SINKLAB_CHECK(v1.defined() && v1.tape == &tape, "ResFormer '", name, "': layer ", layer,
                       " runs before layer 0 captured V_1 in this forward");
@@ -485,8 +502,8 @@ struct ExoFormer {
   template <class T>
   struct Module : detail::AnchorMixer<T, Gran, Mode> {
     using Base = detail::AnchorMixer<T, Gran, Mode>;
-    nn::Linear<T> anchor_proj;       // [d_model, columns of the mixed components]
-    std::array<int64_t, 4> col0{};   // where each component's columns start
+    nn::Linear<T> anchor_proj;      // [d_model, columns of the mixed components]
+    std::array<int64_t, 4> col0{};  // where each component's columns start
 
     Module() = default;
     Module(std::string prefix, const Dims& d, Rng& rng, const Options& o = {})
