@@ -82,7 +82,7 @@ struct Settings {
   // instead of 64 so that 4 variants × 3 seeds fit `make demo`'s 10 minutes on 2 cores
   // (docs/results/vga-bigram-backcopy.md has the timings); --batch 64 --steps 2000 is the
   // calibration run itself.
-  int steps = 1200;
+  int steps = 1000;
   int64_t batch = 32, seq_len = 64, d_model = 128, layers = 1, eval_batch = 64;
   std::vector<uint64_t> seeds{0, 1, 2};
   std::vector<std::string> variants = kAllVariants;
