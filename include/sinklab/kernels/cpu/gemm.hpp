@@ -1,9 +1,14 @@
-// GEMM on row-major buffers through Eigen maps (Eigen threads it with OpenMP).
+// GEMM on row-major buffers through Eigen maps; sinklab threads it (independent panels on its
+// thread pool), so Eigen's own OpenMP threading is switched off.
 //   C = alpha · op(A) · op(B) + beta · C,  op(X) = X or Xᵀ
 #pragma once
+#ifndef EIGEN_DONT_PARALLELIZE
+#define EIGEN_DONT_PARALLELIZE
+#endif
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "sinklab/core/parallel.hpp"
 
@@ -12,6 +17,13 @@ namespace sinklab::kernels::cpu {
 enum class Trans { N, T };
 
 namespace detail {
+// For translation units that included Eigen before this header (with OpenMP on): a pool
+// thread is outside any OpenMP region, so Eigen would otherwise start a team of its own.
+inline const bool eigen_single_threaded = [] {
+  Eigen::setNbThreads(1);
+  return true;
+}();
+
 template <class T>
 void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                  int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -42,9 +54,9 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
 }
 }  // namespace detail
 
-// Threads split C into row (or column) panels, each an independent single-threaded Eigen
-// product. Eigen's own threading shares the packing of A and spin-waits for the other
-// threads, which collapses when another process holds a core; panels never wait.
+// Threads split C into row (or column) panels, each an independent single-threaded product.
+// Eigen's own threading shares the packing of A and spin-waits for the other threads, which
+// collapses when another process holds a core; panels never wait for each other.
 template <class T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -54,9 +66,12 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
     detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
+  // Several panels per thread, claimed dynamically, so a thread that is preempted does not hold
+  // up the others for long; each panel repacks B, which costs 1/rows of its work.
   constexpr int64_t kAlign = 16;  // panel edges on multiples of the micro-kernel size
   if (M >= N) {
-    const int64_t panel = ((M + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
+    const int64_t rows = std::max<int64_t>(128, (M + 4 * threads - 1) / (4 * threads));
+    const int64_t panel = (rows + kAlign - 1) / kAlign * kAlign;
     parallel_for(0, (M + panel - 1) / panel, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t i0 = p * panel, m = std::min(panel, M - i0);
@@ -65,7 +80,8 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
       }
     });
   } else {
-    const int64_t panel = ((N + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
+    const int64_t cols = std::max<int64_t>(128, (N + 4 * threads - 1) / (4 * threads));
+    const int64_t panel = (cols + kAlign - 1) / kAlign * kAlign;
     parallel_for(0, (N + panel - 1) / panel, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t j0 = p * panel, n = std::min(panel, N - j0);
@@ -78,7 +94,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
 
 // Batched GEMM over contiguous row-major matrices: batch i uses A + i·strideA etc. A stride of
 // 0 broadcasts one matrix over the batch (e.g. a weight). Many small products run in parallel
-// over the batch; a single large one is threaded by Eigen.
+// over the batch; a single large one is split into panels by gemm().
 template <class T>
 void gemm_batched(Trans ta, Trans tb, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                   int64_t strideA, const T* B, int64_t strideB, T beta, T* C, int64_t strideC) {
