@@ -25,6 +25,7 @@
 
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/kernels/cpu/attention_common.hpp"
+#include "sinklab/kernels/cpu/block_gemm.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
 
 namespace sinklab::kernels::cpu {
@@ -59,6 +60,25 @@ inline int64_t visible_in_block(int64_t end, int64_t j0, int64_t cols) {
   return std::clamp<int64_t>(end - j0, 0, cols);
 }
 
+// The register-blocked block products (block_gemm.hpp) need the head size and the key block
+// (the row stride of the score scratch) to be whole SIMD vectors; otherwise the kernels call gemm.
+template <class T>
+inline bool use_block_gemm(int64_t d, int64_t Bk) {
+  return block_gemm_fits<T>(d) && block_gemm_fits<T>(Bk);
+}
+inline int64_t round_up(int64_t n, int64_t w) { return (n + w - 1) / w * w; }
+
+// With whole-vector rows (blocked), a row's masked keys [ne, ne rounded up to a vector) are set
+// to −inf, so the softmax loops run on whole vectors (exp gives 0 there) instead of a scalar
+// tail; returns the length to process. Otherwise returns ne.
+template <class T>
+inline int64_t pad_masked(T* s, int64_t ne, bool blocked) {
+  if (!blocked || ne == 0) return ne;
+  const int64_t n = round_up(ne, simd_width<T>());
+  for (int64_t j = ne; j < n; ++j) s[j] = -std::numeric_limits<T>::infinity();
+  return n;
+}
+
 }  // namespace detail
 
 template <class Score, class Mask, class T>
@@ -86,12 +106,17 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   const int64_t nqb = (dm.T + Bq - 1) / Bq;
   const int64_t d = dm.d;
 
+  const bool blocked = detail::use_block_gemm<T>(d, Bk);
+  const int64_t ldt = detail::round_up(dm.S, simd_width<T>());  // row stride of the transposed keys
+
   parallel_for(0, dm.B * dm.H * nqb, 1, [&](int64_t lo, int64_t hi) {
-    detail::Scratch<T> sbuf(Bq * Bk), mbuf(Bq), lbuf(Bq);
+    detail::Scratch<T> sbuf(Bq * Bk), mbuf(Bq), lbuf(Bq), ktbuf(blocked ? d * ldt : 0);
     std::vector<int64_t> end(static_cast<std::size_t>(Bq));
+    T* kt = ktbuf.data();
     T* sb = sbuf.data();
     T* m = mbuf.data();
     T* l = lbuf.data();
+    int64_t kt_head = -1, kt_rows = 0;  // kt holds Kᵀ of keys [0, kt_rows) of kv head kt_head
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t qb = task % nqb, bh = task / nqb, b = bh / dm.H, h = bh % dm.H, hk = h / dm.group();
       const int64_t i0 = qb * Bq, rows = std::min(Bq, dm.T - i0);
@@ -102,11 +127,28 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
       const T* K = k.data() + (b * dm.Hkv + hk) * dm.S * d;
       const T* V = v.data() + (b * dm.Hkv + hk) * dm.S * d;
       T* O = res.out.data() + (bh * dm.T + i0) * d;  // zeroed; used as the accumulator
+      // Kᵀ of the visible keys, [d, ldt], so logits are broadcast-FMA rows. The query blocks of a
+      // head follow each other within a chunk, so each one extends the previous one's Kᵀ.
+      if (blocked) {
+        const int64_t kv_head = b * dm.Hkv + hk;
+        if (kv_head != kt_head) kt_head = kv_head, kt_rows = 0;
+        if (kend > kt_rows) {
+          transpose_rows(K + kt_rows * d, kend - kt_rows, d, kt + kt_rows, ldt);
+          kt_rows = kend;
+        }
+      }
       auto logits = [&](int64_t j0, int64_t cols) {
-        gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
+        // Whole vectors: the columns past `cols` get don't-care values that are never read.
+        if (blocked)
+          block_gemm(rows, detail::round_up(cols, simd_width<T>()), d, scale, Q, d, int64_t{1}, kt + j0, ldt, T(0), sb, Bk);
+        else
+          gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
       };
       auto aggregate = [&](int64_t j0, int64_t cols) {
-        gemm(Trans::N, Trans::N, rows, d, cols, T(1), sb, Bk, V + j0 * d, d, T(1), O, d);
+        if (blocked)
+          block_gemm(rows, d, cols, T(1), sb, Bk, int64_t{1}, V + j0 * d, d, T(1), O, d);
+        else
+          gemm(Trans::N, Trans::N, rows, d, cols, T(1), sb, Bk, V + j0 * d, d, T(1), O, d);
       };
 
       if constexpr (normalised) {
@@ -122,9 +164,10 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
             T* s = sb + r * Bk;
             const int64_t ne = detail::visible_in_block(end[r], j0, cols);
             if (ne > 0) {
-              const T mnew = std::max(m[r], detail::row_max(s, ne));
+              const int64_t nv = detail::pad_masked(s, ne, blocked);
+              const T mnew = std::max(m[r], detail::row_max(s, nv));
               const T alpha = m[r] == ninf ? T(0) : std::exp(m[r] - mnew);
-              const T sum = detail::map_sum(s, ne, [mnew](auto x) {
+              const T sum = detail::map_sum(s, nv, [mnew](auto x) {
                 using std::exp;
                 using V = decltype(x);
                 return exp(x - V(mnew));
@@ -242,8 +285,14 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
   // Sink gradients per (batch, head): tasks of different batch entries share a head.
   std::vector<double> dsink(Score::has_sink ? static_cast<std::size_t>(dm.B * dm.H) : 0, 0.0);
 
+  const bool blocked = detail::use_block_gemm<T>(d, Bk);
+  const int64_t ldt = detail::round_up(dm.S, simd_width<T>());  // row stride of Kᵀ and Vᵀ
+
   parallel_for(0, dm.B * dm.Hkv, 1, [&](int64_t lo, int64_t hi) {
-    detail::Scratch<T> sbuf(Bq * Bk), dbuf(Bq * Bk), Dbuf(Bq);
+    detail::Scratch<T> sbuf(Bq * Bk), dbuf(Bq * Bk), Dbuf(Bq), ktbuf(blocked ? d * ldt : 0),
+        vtbuf(blocked ? d * ldt : 0);
+    T* kt = ktbuf.data();
+    T* vt = vtbuf.data();
     std::vector<int64_t> end(static_cast<std::size_t>(Bq));
     std::vector<score::RowConstants> rc(static_cast<std::size_t>(Bq));
     T* sb = sbuf.data();
@@ -256,6 +305,10 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
       const T* V = v.data() + bk * dm.S * d;
       T* dK = g.dk.data() + bk * dm.S * d;
       T* dV = g.dv.data() + bk * dm.S * d;
+      if (blocked) {
+        transpose_rows(K, dm.S, d, kt, ldt);
+        transpose_rows(V, dm.S, d, vt, ldt);
+      }
       for (int64_t h = hk * dm.group(); h < (hk + 1) * dm.group(); ++h) {
         const int64_t bh = b * dm.H + h;
         for (int64_t i0 = 0; i0 < dm.T; i0 += Bq) {
@@ -267,11 +320,18 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
           const T* dO = dout.data() + (bh * dm.T + i0) * d;
           T* dQ = g.dq.data() + (bh * dm.T + i0) * d;
           const T* lse = normalised ? lse_all.data() + bh * dm.T + i0 : nullptr;
+          constexpr int64_t W = simd_width<T>();
           auto logits = [&](int64_t j0, int64_t cols) {
-            gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
+            if (blocked)
+              block_gemm(rows, detail::round_up(cols, W), d, scale, Q, d, int64_t{1}, kt + j0, ldt, T(0), sb, Bk);
+            else
+              gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
           };
           auto value_grads = [&](int64_t j0, int64_t cols) {  // db = dA = dO·Vᵀ
-            gemm(Trans::N, Trans::T, rows, cols, d, T(1), dO, d, V + j0 * d, d, T(0), db, Bk);
+            if (blocked)
+              block_gemm(rows, detail::round_up(cols, W), d, T(1), dO, d, int64_t{1}, vt + j0, ldt, T(0), db, Bk);
+            else
+              gemm(Trans::N, Trans::T, rows, cols, d, T(1), dO, d, V + j0 * d, d, T(0), db, Bk);
           };
 
           if constexpr (normalised) {
@@ -318,13 +378,14 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
               T* dr = db + r * Bk;
               if constexpr (normalised) {
                 const int64_t ne = lse[r] == ninf ? 0 : detail::visible_in_block(end[r], j0, cols);
+                const int64_t nv = detail::pad_masked(s, ne, blocked);  // P = 0 and dS = 0 past ne
                 const T lr = lse[r], Dr = D[r];
-                detail::map(s, ne, [lr](auto x) {  // s ← P
+                detail::map(s, nv, [lr](auto x) {  // s ← P
                   using std::exp;
                   using V = decltype(x);
                   return exp(x - V(lr));
                 });
-                detail::map2(s, dr, ne, [&score, Dr](auto p, auto da) {  // dr ← dS
+                detail::map2(s, dr, nv, [&score, Dr](auto p, auto da) {  // dr ← dS
                   using V = decltype(p);
                   return p * (score.weight_grad(p) * da - V(Dr));
                 });
@@ -347,9 +408,15 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
                 detail::zero_tail(dr, ne, cols);
               }
             }
-            gemm(Trans::T, Trans::N, cols, d, rows, T(1), sb, Bk, dO, d, T(1), dV + j0 * d, d);
-            gemm(Trans::N, Trans::N, rows, d, cols, scale, db, Bk, K + j0 * d, d, T(1), dQ, d);
-            gemm(Trans::T, Trans::N, cols, d, rows, scale, db, Bk, Q, d, T(1), dK + j0 * d, d);
+            if (blocked) {  // Pᵀ and dSᵀ are read in place through A's strides
+              block_gemm(cols, d, rows, T(1), sb, int64_t{1}, Bk, dO, d, T(1), dV + j0 * d, d);
+              block_gemm(rows, d, cols, scale, db, Bk, int64_t{1}, K + j0 * d, d, T(1), dQ, d);
+              block_gemm(cols, d, rows, scale, db, int64_t{1}, Bk, Q, d, T(1), dK + j0 * d, d);
+            } else {
+              gemm(Trans::T, Trans::N, cols, d, rows, T(1), sb, Bk, dO, d, T(1), dV + j0 * d, d);
+              gemm(Trans::N, Trans::N, rows, d, cols, scale, db, Bk, K + j0 * d, d, T(1), dQ, d);
+              gemm(Trans::T, Trans::N, cols, d, rows, scale, db, Bk, Q, d, T(1), dK + j0 * d, d);
+            }
           }
         }
       }

@@ -1,0 +1,171 @@
+// The CPU GEMMs (Eigen path, register-blocked packed kernel, attention block products) against a
+// naive triple loop, and the thread pool behind parallel_for; the fused attention's
+// block-product path against the materialised reference in double.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "sinklab/core/parallel.hpp"
+#include "sinklab/core/rng.hpp"
+#include "sinklab/kernels/cpu/attention.hpp"
+#include "sinklab/kernels/cpu/block_gemm.hpp"
+#include "sinklab/kernels/cpu/gemm.hpp"
+
+using namespace sinklab;
+using namespace sinklab::kernels::cpu;
+
+namespace {
+
+template <class T>
+std::vector<T> random_vector(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<T> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = static_cast<T>(rng.uniform() * 2 - 1);
+  return v;
+}
+
+// C = alpha·op(A)·op(B) + beta·C in double.
+template <class T>
+std::vector<double> naive(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const std::vector<T>& A,
+                          int64_t lda, const std::vector<T>& B, int64_t ldb, double beta, const std::vector<T>& C,
+                          int64_t ldc) {
+  std::vector<double> out(C.begin(), C.end());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += static_cast<double>(ta ? A[k * lda + i] : A[i * lda + k]) * static_cast<double>(tb ? B[j * ldb + k] : B[k * ldb + j]);
+      out[i * ldc + j] = alpha * s + (beta == 0 ? 0.0 : beta * static_cast<double>(C[i * ldc + j]));
+    }
+  return out;
+}
+
+template <class T>
+void check_gemm(int64_t M, int64_t N, int64_t K, bool ta, bool tb, T alpha, T beta, bool packed_only) {
+  const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;  // padded strides
+  const auto A = random_vector<T>((ta ? K : M) * lda, 1 + M);
+  const auto B = random_vector<T>((tb ? N : K) * ldb, 2 + N);
+  auto C = random_vector<T>(M * ldc, 3 + K);
+  if (beta == T(0))
+    for (int64_t i = 0; i < M; ++i) C[i * ldc] = std::numeric_limits<T>::quiet_NaN();  // must not be read
+  const auto want = naive(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  auto got = C;
+  if (packed_only)
+    gemm_packed(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, got.data(), ldc);
+  else
+    gemm(ta ? Trans::T : Trans::N, tb ? Trans::T : Trans::N, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta,
+         got.data(), ldc);
+  const double tol = std::is_same_v<T, float> ? 1e-4 * std::sqrt(static_cast<double>(K)) : 1e-11;
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) worst = std::max(worst, std::abs(static_cast<double>(got[i * ldc + j]) - want[i * ldc + j]));
+  CHECK_MESSAGE(worst < tol, "M=", M, " N=", N, " K=", K, " ta=", ta, " tb=", tb, " beta=", beta, " worst ", worst);
+  // Columns past N (the stride padding) are untouched.
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = N; j < ldc; ++j)
+      if (!(i * ldc + j >= static_cast<int64_t>(C.size()))) REQUIRE(got[i * ldc + j] == C[i * ldc + j]);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("gemm: packed kernel and threaded gemm equal a naive product for every transpose", T, float, double) {
+  const int64_t sizes[][3] = {{1, 1, 1},   {5, 7, 3},    {6, 64, 128}, {13, 65, 129}, {37, 200, 300},
+                              {300, 33, 17}, {128, 688, 260}, {7, 130, 1}};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& s : sizes)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (T beta : {T(0), T(1), T(0.5)}) {
+            check_gemm<T>(s[0], s[1], s[2], ta, tb, T(0.75), beta, true);
+            check_gemm<T>(s[0], s[1], s[2], ta, tb, T(1.25), beta, false);
+          }
+  }
+  set_num_threads(2);
+}
+
+TEST_CASE_TEMPLATE("block_gemm: strided A (plain or transposed) times row-major B", T, float, double) {
+  constexpr int64_t W = simd_width<T>();
+  for (int64_t M : {1, 3, 8, 13, 64})
+    for (int64_t N : {W, 2 * W, 3 * W, 5 * W})
+      for (int64_t K : {1, 7, 32})
+        for (bool ta : {false, true})
+          for (T beta : {T(0), T(1)}) {
+            const int64_t lda = ta ? M + 1 : K + 2, ldb = N + 3, ldc = N + 1;
+            const auto A = random_vector<T>((ta ? K : M) * lda, 7);
+            const auto B = random_vector<T>(K * ldb, 8);
+            auto C = random_vector<T>(M * ldc, 9);
+            const auto want = naive(ta, false, M, N, K, 0.5, A, lda, B, ldb, beta, C, ldc);
+            block_gemm(M, N, K, T(0.5), A.data(), ta ? int64_t{1} : lda, ta ? lda : int64_t{1}, B.data(), ldb, beta,
+                       C.data(), ldc);
+            double worst = 0;
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < N; ++j) worst = std::max(worst, std::abs(C[i * ldc + j] - want[i * ldc + j]));
+            CHECK_MESSAGE(worst < (std::is_same_v<T, float> ? 1e-5 : 1e-13), "M=", M, " N=", N, " K=", K);
+          }
+}
+
+TEST_CASE("attention: the block-product path of the fused kernels equals the reference (double, GQA, causal)") {
+  // Head size and key block are whole SIMD vectors of double, so the fused kernels take block_gemm.
+  constexpr int64_t W = simd_width<double>();
+  const int64_t B = 2, H = 4, Hkv = 2, T = 45, d = 2 * W;
+  Rng rng(11);
+  const auto q = rng.normal<double>({B, H, T, d}, 0, 1), k = rng.normal<double>({B, Hkv, T, d}, 0, 1),
+             v = rng.normal<double>({B, Hkv, T, d}, 0, 1), dout = rng.normal<double>({B, H, T, d}, 0, 1);
+  for (int64_t block : {W, 2 * W, int64_t{64}}) {
+    AttentionOptions opt;
+    opt.block_q = 5;
+    opt.block_k = block;
+    const score::Softmax s;
+    const mask::Causal m;
+    const auto ref = attention_reference_forward(s, m, q, k, v, {}, opt);
+    const auto fused = attention_fused_forward(s, m, q, k, v, {}, opt);
+    const auto gr = attention_reference_backward(s, m, q, k, v, {}, dout, opt);
+    const auto gf = attention_fused_backward(s, m, q, k, v, {}, fused, dout, opt);
+    auto max_diff = [](const Tensor<double>& a, const Tensor<double>& b) {
+      double w = 0;
+      for (int64_t i = 0; i < a.numel(); ++i) w = std::max(w, std::abs(a.data()[i] - b.data()[i]));
+      return w;
+    };
+    CHECK(max_diff(ref.out, fused.out) < 1e-12);
+    CHECK(max_diff(gr.dq, gf.dq) < 1e-11);
+    CHECK(max_diff(gr.dk, gf.dk) < 1e-11);
+    CHECK(max_diff(gr.dv, gf.dv) < 1e-11);
+  }
+}
+
+TEST_CASE("parallel_for: every index once, on several threads, nested loops serial, exceptions reach the caller") {
+  set_num_threads(2);
+  const int64_t n = 100003;
+  std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+  for (int rep = 0; rep < 50; ++rep)
+    parallel_for(0, n, 1000, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+    });
+  bool all = true;
+  for (auto& h : hits) all = all && h.load() == 50;
+  CHECK(all);
+
+  std::atomic<int> nested_parallel{0};
+  parallel_for(0, 8, 1, [&](int64_t, int64_t) {
+    CHECK(in_parallel_region());
+    parallel_for(0, 1000, 1, [&](int64_t lo, int64_t hi) {
+      if (lo != 0 || hi != 1000) nested_parallel.fetch_add(1);
+    });
+  });
+  CHECK(nested_parallel.load() == 0);
+  CHECK_FALSE(in_parallel_region());
+
+  CHECK_THROWS_AS(parallel_for(0, 64, 1,
+                               [&](int64_t lo, int64_t) {
+                                 if (lo >= 32) throw std::runtime_error("chunk failed");
+                               }),
+                  std::runtime_error);
+  // The pool still works after an exception.
+  std::atomic<int64_t> sum{0};
+  parallel_for(0, 1000, 10, [&](int64_t lo, int64_t hi) { sum.fetch_add(hi - lo); });
+  CHECK(sum.load() == 1000);
+}
