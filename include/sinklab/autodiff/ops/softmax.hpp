@@ -9,6 +9,21 @@
 
 namespace sinklab::autodiff {
 
+namespace detail {
+// Σ_j exp(x_j − m), vectorised.
+template <class T>
+T sum_exp(const T* x, int64_t n, T m) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  B acc(T(0));
+  int64_t j = 0;
+  for (; j + W <= n; j += W) acc += xsimd::exp(B::load_unaligned(x + j) - B(m));
+  T s = xsimd::hadd(acc);
+  for (; j < n; ++j) s += std::exp(x[j] - m);
+  return s;
+}
+}  // namespace detail
+
 template <class T>
 Var<T> softmax(Var<T> x) {
   const Tensor<T>& xv = x.value();
@@ -60,8 +75,7 @@ Var<T> cross_entropy(Var<T> logits, const Tensor<int32_t>& targets, int32_t igno
       if (tp[r] == ignore_index) continue;
       const T* xr = x + r * V;
       const T m = simd::max(xr, V);
-      T s = 0;
-      for (int64_t j = 0; j < V; ++j) s += std::exp(xr[j] - m);
+      const T s = detail::sum_exp(xr, V, m);
       (*lse)[r] = m + std::log(s);
       row_loss[r] = (*lse)[r] - xr[tp[r]];
     }
@@ -82,7 +96,12 @@ Var<T> cross_entropy(Var<T> logits, const Tensor<int32_t>& targets, int32_t igno
                                                 const T l = (*lse)[r];
                                                 const T* xr = x + r * V;
                                                 T* gr = gx + r * V;
-                                                for (int64_t j = 0; j < V; ++j) gr[j] += scale * std::exp(xr[j] - l);
+                                                simd::apply(xr, gr, gr, V, [l, scale](auto xv, auto gv) {
+                                                  using std::exp;
+                                                  using xsimd::exp;
+                                                  using B = decltype(xv);
+                                                  return B(scale) * exp(xv - B(l)) + gv;
+                                                });
                                                 gr[tp[r]] -= scale;
                                               }
                                             });
