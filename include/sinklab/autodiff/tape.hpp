@@ -146,6 +146,16 @@ class Tape {
     if (!n.grad.defined()) n.grad = Tensor<T>::zeros(n.value.shape());
     return n.grad;
   }
+  // Same, for a kernel that produces a whole gradient (e.g. a GEMM with beta = fresh ? 0 : 1):
+  // on first use the buffer is left uninitialised and `fresh` is set, and the kernel must write
+  // every element; otherwise it holds earlier contributions and the kernel must add to them.
+  Tensor<T>& grad_buffer(Var<T> v, bool& fresh) {
+    Node& n = node(v);
+    n.reached = true;
+    fresh = !n.grad.defined();
+    if (fresh) n.grad = Tensor<T>::empty(n.value.shape());
+    return n.grad;
+  }
 
   template <class F>
   void register_hook(Var<T> v, F&& f) {

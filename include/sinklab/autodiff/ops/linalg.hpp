@@ -23,12 +23,15 @@ Var<T> matmul(Var<T> a, Var<T> b) {
     Tensor<T> y = Tensor<T>::empty(sa.with(-1, N));
     kernels::cpu::gemm(Trans::N, Trans::N, M, N, K, T(1), av.data(), K, bv.data(), N, T(0), y.data(), N);
     return a.tape->record(y, {a, b}, [a, b, av, bv, M, N, K](Tape<T>& t, const Tensor<T>& g) {
-      if (a.requires_grad())  // da += g · bᵀ
-        kernels::cpu::gemm(Trans::N, Trans::T, M, K, N, T(1), g.data(), N, bv.data(), N, T(1),
-                           t.grad_buffer(a).data(), K);
-      if (b.requires_grad())  // db += aᵀ · g
-        kernels::cpu::gemm(Trans::T, Trans::N, K, N, M, T(1), av.data(), K, g.data(), N, T(1),
-                           t.grad_buffer(b).data(), N);
+      bool fresh = false;  // a first contribution is written (beta 0), later ones added (beta 1)
+      if (a.requires_grad()) {  // da += g · bᵀ
+        T* ga = t.grad_buffer(a, fresh).data();
+        kernels::cpu::gemm(Trans::N, Trans::T, M, K, N, T(1), g.data(), N, bv.data(), N, fresh ? T(0) : T(1), ga, K);
+      }
+      if (b.requires_grad()) {  // db += aᵀ · g
+        T* gb = t.grad_buffer(b, fresh).data();
+        kernels::cpu::gemm(Trans::T, Trans::N, K, N, M, T(1), av.data(), K, g.data(), N, fresh ? T(0) : T(1), gb, N);
+      }
     });
   }
   SINKLAB_CHECK(sa.rank() == sb.rank(), "matmul: batched operands need equal rank, got ", sa, " and ", sb);
@@ -42,15 +45,16 @@ Var<T> matmul(Var<T> a, Var<T> b) {
   kernels::cpu::gemm_batched(Trans::N, Trans::N, batch, M, N, K, T(1), av.data(), M * K, bv.data(), K * N, T(0),
                              y.data(), M * N);
   return a.tape->record(y, {a, b}, [a, b, av, bv, batch, M, N, K](Tape<T>& t, const Tensor<T>& g) {
+    bool fresh = false;
     if (a.requires_grad()) {
-      T* ga = t.grad_buffer(a).data();
-      kernels::cpu::gemm_batched(Trans::N, Trans::T, batch, M, K, N, T(1), g.data(), M * N, bv.data(), K * N, T(1),
-                                 ga, M * K);
+      T* ga = t.grad_buffer(a, fresh).data();
+      kernels::cpu::gemm_batched(Trans::N, Trans::T, batch, M, K, N, T(1), g.data(), M * N, bv.data(), K * N,
+                                 fresh ? T(0) : T(1), ga, M * K);
     }
     if (b.requires_grad()) {
-      T* gb = t.grad_buffer(b).data();
-      kernels::cpu::gemm_batched(Trans::T, Trans::N, batch, K, N, M, T(1), av.data(), M * K, g.data(), M * N, T(1),
-                                 gb, K * N);
+      T* gb = t.grad_buffer(b, fresh).data();
+      kernels::cpu::gemm_batched(Trans::T, Trans::N, batch, K, N, M, T(1), av.data(), M * K, g.data(), M * N,
+                                 fresh ? T(0) : T(1), gb, K * N);
     }
   });
 }
