@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < a.rounds; ++round) {
       const Result sl = run_sinklab(run, a);
       row.params_sl = sl.params;
-      row.loss_sl = sl.loss0;
+      if (round == 0) row.loss_sl = sl.loss0;  // later rounds start from a trained model
       row.train_sl.push_back(sl.train_s);
       row.fwd_sl.push_back(sl.fwd_s);
       std::printf("  %s round %d: sinklab train %.1f ms/step, forward %.1f ms", s.name.c_str(), round + 1,
@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
         if (auto t = run_torch(s, a, !printed_info)) {
           printed_info = true;
           row.params_torch = t->params;
-          row.loss_torch = t->loss0;
+          if (round == 0) row.loss_torch = t->loss0;
           row.train_torch.push_back(t->train_s);
           row.fwd_torch.push_back(t->fwd_s);
           std::printf("  %s round %d: torch   train %.1f ms/step, forward %.1f ms", s.name.c_str(), round + 1,
