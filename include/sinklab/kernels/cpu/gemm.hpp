@@ -64,9 +64,13 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
 }
 }  // namespace detail
 
-// Threads split C into row (or column) panels, each an independent single-threaded product.
-// Eigen's own threading shares the packing of A and spin-waits for the other threads, which
-// collapses when another process holds a core; panels never wait for each other.
+// Threads split C into a grid of tiles, each an independent single-threaded product, claimed
+// dynamically (a preempted thread holds up the others for one tile at most). Eigen's own
+// threading shares the packing of A and spin-waits for the other threads, which collapses when
+// another process holds a core; tiles never wait for each other. The grid has about 4 tiles per
+// thread: rows are split first (a row tile repacks its columns of B, 1/rows of its work), then
+// columns in whole packed panels, so weight gradients (few rows and columns, long K) are split
+// too.
 template <class T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -76,30 +80,22 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
     detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  // Several panels per thread, claimed dynamically, so a thread that is preempted does not hold
-  // up the others for long; each panel repacks B, which costs 1/rows of its work.
-  constexpr int64_t kAlign = 16;  // panel edges on multiples of the micro-kernels' sizes
-  if (M >= N) {
-    const int64_t rows = std::max<int64_t>(128, (M + 4 * threads - 1) / (4 * threads));
-    const int64_t panel = (rows + kAlign - 1) / kAlign * kAlign;
-    parallel_for(0, (M + panel - 1) / panel, 1, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t i0 = p * panel, m = std::min(panel, M - i0);
-        const T* a = ta == Trans::N ? A + i0 * lda : A + i0;
-        detail::gemm_serial(ta, tb, m, N, K, alpha, a, lda, B, ldb, beta, C + i0 * ldc, ldc);
-      }
-    });
-  } else {
-    const int64_t cols = std::max<int64_t>(128, (N + 4 * threads - 1) / (4 * threads));
-    const int64_t panel = (cols + 63) / 64 * 64;  // whole packed panels of 4 vectors
-    parallel_for(0, (N + panel - 1) / panel, 1, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t j0 = p * panel, n = std::min(panel, N - j0);
-        const T* b = tb == Trans::N ? B + j0 : B + j0 * ldb;
-        detail::gemm_serial(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
-      }
-    });
-  }
+  constexpr int64_t kRowAlign = 16, kMinRows = 64, kColAlign = 64;  // the micro-kernels' sizes
+  const int64_t want = 4 * int64_t{threads};
+  const int64_t row_tiles = std::clamp<int64_t>(M / kMinRows, 1, want);
+  const int64_t col_tiles = std::clamp<int64_t>((want + row_tiles - 1) / row_tiles, 1, (N + kColAlign - 1) / kColAlign);
+  const int64_t rows = ((M + row_tiles - 1) / row_tiles + kRowAlign - 1) / kRowAlign * kRowAlign;
+  const int64_t cols = ((N + col_tiles - 1) / col_tiles + kColAlign - 1) / kColAlign * kColAlign;
+  const int64_t mt = (M + rows - 1) / rows, nt = (N + cols - 1) / cols;
+  parallel_for(0, mt * nt, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = (t / nt) * rows, j0 = (t % nt) * cols;
+      const int64_t m = std::min(rows, M - i0), n = std::min(cols, N - j0);
+      const T* a = ta == Trans::N ? A + i0 * lda : A + i0;
+      const T* b = tb == Trans::N ? B + j0 : B + j0 * ldb;
+      detail::gemm_serial(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
+    }
+  });
 }
 
 // Batched GEMM over contiguous row-major matrices: batch i uses A + i·strideA etc. A stride of
