@@ -11,7 +11,7 @@ foreach(mode install subdirectory)
       -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/downstream/${mode}
       -DGENERATOR=${CMAKE_GENERATOR}
       -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
-      -DCXX_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}
+      -DCXX_LAUNCHER=${SINKLAB_CCACHE}
       -P ${CMAKE_CURRENT_SOURCE_DIR}/downstream/run.cmake)
   set_tests_properties(downstream_${mode} PROPERTIES LABELS downstream TIMEOUT 900)
 endforeach()
