@@ -94,31 +94,11 @@ class Tape {
   // Records the result of an operation. `backward` is kept only if grad is enabled and
   // some input requires grad.
   Var<T> record(Tensor<T> value, std::initializer_list<Var<T>> inputs, Backward backward) {
-    bool rg = false;
-    if (grad_enabled())
-      for (const Var<T>& v : inputs) {
-        check_same_tape(v);
-        rg = rg || nodes_[v.id].requires_grad;
-      }
-    if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), backward.target_type());
-    Node& n = push(std::move(value));
-    n.requires_grad = rg;
-    if (rg) n.backward = std::move(backward);
-    return last();
+    return record_from(std::move(value), inputs, std::move(backward));
   }
   // Same, for operations with a run-time number of inputs.
   Var<T> record(Tensor<T> value, const std::vector<Var<T>>& inputs, Backward backward) {
-    bool rg = false;
-    if (grad_enabled())
-      for (const Var<T>& v : inputs) {
-        check_same_tape(v);
-        rg = rg || nodes_[v.id].requires_grad;
-      }
-    if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), backward.target_type());
-    Node& n = push(std::move(value));
-    n.requires_grad = rg;
-    if (rg) n.backward = std::move(backward);
-    return last();
+    return record_from(std::move(value), inputs, std::move(backward));
   }
 
   const Tensor<T>& value(Var<T> v) const { return node(v).value; }
@@ -213,6 +193,20 @@ class Tape {
     Hook fn;
     int32_t next;
   };
+
+  template <class Inputs>
+  Var<T> record_from(Tensor<T> value, const Inputs& inputs, Backward backward) {
+    bool rg = false;
+    if (grad_enabled())
+      for (const Var<T>& v : inputs) {
+        check_same_tape(v);
+        rg = rg || nodes_[v.id].requires_grad;
+      }
+    Node& n = push(std::move(value));
+    n.requires_grad = rg;
+    if (rg) n.backward = std::move(backward);
+    return last();
+  }
 
   Node& push(Tensor<T> value) {
     SINKLAB_CHECK(value.defined(), "autodiff: recording an undefined tensor");
