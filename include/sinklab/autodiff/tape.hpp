@@ -202,6 +202,7 @@ class Tape {
         check_same_tape(v);
         rg = rg || nodes_[v.id].requires_grad;
       }
+    if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), backward.target_type());
     Node& n = push(std::move(value));
     n.requires_grad = rg;
     if (rg) n.backward = std::move(backward);
