@@ -95,13 +95,15 @@ inline void check_adamw_options(const AdamWOptions& o, std::size_t group) {
 }  // namespace detail
 
 template <class T>
-class AdamW {
+class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T>> {
+  using Base = OptimizerBase<T, AdamWOptions, AdamWState<T>>;
+
  public:
   using Options = AdamWOptions;
   using Group = ParamGroup<T, AdamWOptions>;
   using State = AdamWState<T>;
 
-  explicit AdamW(std::vector<Group> groups) {
+  explicit AdamW(std::vector<Group> groups) : Base("AdamW") {
     for (auto& g : groups) add_param_group(std::move(g));
   }
   explicit AdamW(std::vector<autodiff::Parameter<T>*> params, Options opts = {})
@@ -114,25 +116,18 @@ class AdamW {
   // State tensors are created (zero, step 0) when a group is added, so a checkpoint can be
   // restored into them before the first step.
   void add_param_group(Group g) {
-    detail::check_adamw_options(g.opts, groups_.size());
-    std::vector<Group> all = groups_;
-    all.push_back(g);
-    detail::check_groups("AdamW", all);
-    for (auto* p : g.params) {
-      index_.emplace(p->name, states_.size());
-      states_.push_back(State{Tensor<T>::zeros(p->shape()), Tensor<T>::zeros(p->shape()), 0});
-    }
-    groups_.push_back(std::move(g));
+    detail::check_adamw_options(g.opts, this->groups_.size());
+    this->append_group(std::move(g), [](const autodiff::Parameter<T>& p) { return State{Tensor<T>::zeros(p.shape()), Tensor<T>::zeros(p.shape()), 0}; });
   }
 
   void step() {
-    std::size_t k = 0;  // states_ follows the order of groups_ and their params
-    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-      const Group& g = groups_[gi];
+    std::size_t k = 0;  // this->states_ follows the order of this->groups_ and their params
+    for (std::size_t gi = 0; gi < this->groups_.size(); ++gi) {
+      const Group& g = this->groups_[gi];
       detail::check_adamw_options(g.opts, gi);
-      const double lr = g.opts.lr * lr_scale_;
+      const double lr = g.opts.lr * this->lr_scale_;
       for (auto* p : g.params) {
-        State& st = states_[k++];
+        State& st = this->states_[k++];
         if (!p->requires_grad) continue;
         detail::check_trainable("AdamW::step", *p);
         SINKLAB_CHECK(st.m.shape() == p->shape() && st.v.shape() == p->shape(), "AdamW::step: state of '", p->name,
@@ -161,57 +156,11 @@ class AdamW {
         });
       }
     }
-    ++step_count_;
-  }
-
-  void zero_grad() {
-    for (auto& g : groups_)
-      for (auto* p : g.params)
-        if (p->grad.defined()) p->zero_grad();
-  }
-
-  // Multiplies every group's lr (a schedule's output); weight decay uses the scaled lr too.
-  void set_lr_scale(double s) {
-    SINKLAB_CHECK(std::isfinite(s) && s >= 0, "AdamW::set_lr_scale: scale ", s, ", expected a finite value >= 0");
-    lr_scale_ = s;
-  }
-  double lr_scale() const { return lr_scale_; }
-
-  // Calls to step() so far (restored from checkpoints with set_step_count).
-  int64_t step_count() const { return step_count_; }
-  void set_step_count(int64_t n) {
-    SINKLAB_CHECK(n >= 0, "AdamW::set_step_count: ", n, ", expected >= 0");
-    step_count_ = n;
-  }
-
-  std::vector<Group>& groups() { return groups_; }
-  const std::vector<Group>& groups() const { return groups_; }
-
-  bool has_state(const std::string& name) const { return index_.count(name) != 0; }
-  State& state(const std::string& name) { return states_[index_of(name)]; }
-  const State& state(const std::string& name) const { return states_[index_of(name)]; }
-  // Visits (parameter name, state) in group order.
-  template <class F>
-  void for_each_state(F&& f) {
-    std::size_t k = 0;
-    for (auto& g : groups_)
-      for (auto* p : g.params) f(p->name, states_[k++]);
+    ++this->step_count_;
   }
 
  private:
   static constexpr int64_t kGrain = int64_t{1} << 15;
-
-  std::size_t index_of(const std::string& name) const {
-    auto it = index_.find(name);
-    SINKLAB_CHECK(it != index_.end(), "AdamW::state: no parameter named '", name, "'");
-    return it->second;
-  }
-
-  std::vector<Group> groups_;
-  std::vector<State> states_;
-  std::unordered_map<std::string, std::size_t> index_;
-  double lr_scale_ = 1.0;
-  int64_t step_count_ = 0;
 };
 
 }  // namespace sinklab::optim

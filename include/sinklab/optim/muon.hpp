@@ -96,13 +96,15 @@ inline void check_muon_options(const MuonOptions& o, std::size_t group) {
 }  // namespace detail
 
 template <class T>
-class Muon {
+class Muon : public OptimizerBase<T, MuonOptions, MuonState<T>> {
+  using Base = OptimizerBase<T, MuonOptions, MuonState<T>>;
+
  public:
   using Options = MuonOptions;
   using Group = ParamGroup<T, MuonOptions>;
   using State = MuonState<T>;
 
-  explicit Muon(std::vector<Group> groups) {
+  explicit Muon(std::vector<Group> groups) : Base("Muon") {
     for (auto& g : groups) add_param_group(std::move(g));
   }
   explicit Muon(std::vector<autodiff::Parameter<T>*> params, Options opts = {})
@@ -111,28 +113,23 @@ class Muon {
       : Muon(std::vector<autodiff::Parameter<T>*>(params), opts) {}
 
   void add_param_group(Group g) {
-    detail::check_muon_options(g.opts, groups_.size());
-    std::vector<Group> all = groups_;
-    all.push_back(g);
-    detail::check_groups("Muon", all);
-    for (auto* p : g.params) {
-      SINKLAB_CHECK(p->value.rank() == 2, "Muon: parameter '", p->name, "' has shape ", p->shape(),
+    detail::check_muon_options(g.opts, this->groups_.size());
+    for (auto* p : g.params)
+      SINKLAB_CHECK(p && p->value.rank() == 2, "Muon: parameter '", p ? p->name : std::string("?"), "' has shape ",
+                    p ? p->shape() : Shape{},
                     "; Muon updates 2-D weight matrices only (route the rest to AdamW, e.g. with MuonAdamW)");
-      index_.emplace(p->name, states_.size());
-      states_.push_back(State{Tensor<T>::zeros(p->shape()), 0});
-    }
-    groups_.push_back(std::move(g));
+    this->append_group(std::move(g), [](const autodiff::Parameter<T>& p) { return State{Tensor<T>::zeros(p.shape()), 0}; });
   }
 
   void step() {
     std::size_t k = 0;
-    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-      const Group& g = groups_[gi];
+    for (std::size_t gi = 0; gi < this->groups_.size(); ++gi) {
+      const Group& g = this->groups_[gi];
       detail::check_muon_options(g.opts, gi);
-      const double lr = g.opts.lr * lr_scale_;
+      const double lr = g.opts.lr * this->lr_scale_;
       const T beta = static_cast<T>(g.opts.momentum);
       for (auto* p : g.params) {
-        State& st = states_[k++];
+        State& st = this->states_[k++];
         if (!p->requires_grad) continue;
         detail::check_trainable("Muon::step", *p);
         SINKLAB_CHECK(st.momentum.shape() == p->shape(), "Muon::step: state of '", p->name, "' has shape ",
@@ -162,45 +159,9 @@ class Muon {
         });
       }
     }
-    ++step_count_;
+    ++this->step_count_;
   }
 
-  void zero_grad() {
-    for (auto& g : groups_)
-      for (auto* p : g.params) p->zero_grad();
-  }
-  void set_lr_scale(double s) {
-    SINKLAB_CHECK(std::isfinite(s) && s >= 0, "Muon::set_lr_scale: scale ", s, ", expected a finite value >= 0");
-    lr_scale_ = s;
-  }
-  double lr_scale() const { return lr_scale_; }
-  int64_t step_count() const { return step_count_; }
-  void set_step_count(int64_t n) {
-    SINKLAB_CHECK(n >= 0, "Muon::set_step_count: ", n, ", expected >= 0");
-    step_count_ = n;
-  }
-
-  std::vector<Group>& groups() { return groups_; }
-  const std::vector<Group>& groups() const { return groups_; }
-  bool has_state(const std::string& name) const { return index_.count(name) != 0; }
-  State& state(const std::string& name) {
-    auto it = index_.find(name);
-    SINKLAB_CHECK(it != index_.end(), "Muon::state: no parameter named '", name, "'");
-    return states_[it->second];
-  }
-  template <class F>
-  void for_each_state(F&& f) {
-    std::size_t k = 0;
-    for (auto& g : groups_)
-      for (auto* p : g.params) f(p->name, states_[k++]);
-  }
-
- private:
-  std::vector<Group> groups_;
-  std::vector<State> states_;
-  std::unordered_map<std::string, std::size_t> index_;
-  double lr_scale_ = 1.0;
-  int64_t step_count_ = 0;
 };
 
 // True for parameters Muon should update: 2-D matrices with both sides > 1 that are not an

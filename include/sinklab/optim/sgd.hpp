@@ -54,13 +54,15 @@ inline void check_sgd_options(const SGDOptions& o, std::size_t group) {
 }  // namespace detail
 
 template <class T>
-class SGD {
+class SGD : public OptimizerBase<T, SGDOptions, SGDState<T>> {
+  using Base = OptimizerBase<T, SGDOptions, SGDState<T>>;
+
  public:
   using Options = SGDOptions;
   using Group = ParamGroup<T, SGDOptions>;
   using State = SGDState<T>;
 
-  explicit SGD(std::vector<Group> groups) {
+  explicit SGD(std::vector<Group> groups) : Base("SGD") {
     for (auto& g : groups) add_param_group(std::move(g));
   }
   explicit SGD(std::vector<autodiff::Parameter<T>*> params, Options opts = {})
@@ -71,30 +73,23 @@ class SGD {
       : SGD(std::vector<autodiff::Parameter<T>*>(params), opts) {}
 
   void add_param_group(Group g) {
-    detail::check_sgd_options(g.opts, groups_.size());
-    std::vector<Group> all = groups_;
-    all.push_back(g);
-    detail::check_groups("SGD", all);
-    for (auto* p : g.params) {
-      index_.emplace(p->name, states_.size());
-      states_.push_back(State{Tensor<T>::zeros(p->shape()), 0});
-    }
-    groups_.push_back(std::move(g));
+    detail::check_sgd_options(g.opts, this->groups_.size());
+    this->append_group(std::move(g), [](const autodiff::Parameter<T>& p) { return State{Tensor<T>::zeros(p.shape()), 0}; });
   }
 
   void step() {
     std::size_t k = 0;
-    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-      const Group& g = groups_[gi];
+    for (std::size_t gi = 0; gi < this->groups_.size(); ++gi) {
+      const Group& g = this->groups_[gi];
       detail::check_sgd_options(g.opts, gi);
-      const T lr = static_cast<T>(g.opts.lr * lr_scale_);
+      const T lr = static_cast<T>(g.opts.lr * this->lr_scale_);
       const T wd = static_cast<T>(g.opts.weight_decay);
       const T mu = static_cast<T>(g.opts.momentum);
       const T keep = static_cast<T>(1.0 - g.opts.dampening);
       const bool use_momentum = g.opts.momentum != 0;
       const bool nesterov = g.opts.nesterov;
       for (auto* p : g.params) {
-        State& st = states_[k++];
+        State& st = this->states_[k++];
         if (!p->requires_grad) continue;
         detail::check_trainable("SGD::step", *p);
         SINKLAB_CHECK(st.momentum.shape() == p->shape() && st.momentum.is_contiguous(), "SGD::step: momentum of '",
@@ -118,54 +113,11 @@ class SGD {
         });
       }
     }
-    ++step_count_;
-  }
-
-  void zero_grad() {
-    for (auto& g : groups_)
-      for (auto* p : g.params)
-        if (p->grad.defined()) p->zero_grad();
-  }
-
-  void set_lr_scale(double s) {
-    SINKLAB_CHECK(std::isfinite(s) && s >= 0, "SGD::set_lr_scale: scale ", s, ", expected a finite value >= 0");
-    lr_scale_ = s;
-  }
-  double lr_scale() const { return lr_scale_; }
-
-  int64_t step_count() const { return step_count_; }
-  void set_step_count(int64_t n) {
-    SINKLAB_CHECK(n >= 0, "SGD::set_step_count: ", n, ", expected >= 0");
-    step_count_ = n;
-  }
-
-  std::vector<Group>& groups() { return groups_; }
-  const std::vector<Group>& groups() const { return groups_; }
-
-  bool has_state(const std::string& name) const { return index_.count(name) != 0; }
-  State& state(const std::string& name) { return states_[index_of(name)]; }
-  const State& state(const std::string& name) const { return states_[index_of(name)]; }
-  template <class F>
-  void for_each_state(F&& f) {
-    std::size_t k = 0;
-    for (auto& g : groups_)
-      for (auto* p : g.params) f(p->name, states_[k++]);
+    ++this->step_count_;
   }
 
  private:
   static constexpr int64_t kGrain = int64_t{1} << 15;
-
-  std::size_t index_of(const std::string& name) const {
-    auto it = index_.find(name);
-    SINKLAB_CHECK(it != index_.end(), "SGD::state: no parameter named '", name, "'");
-    return it->second;
-  }
-
-  std::vector<Group> groups_;
-  std::vector<State> states_;
-  std::unordered_map<std::string, std::size_t> index_;
-  double lr_scale_ = 1.0;
-  int64_t step_count_ = 0;
 };
 
 }  // namespace sinklab::optim
