@@ -1,8 +1,11 @@
 // fp32 GEMM throughput of sinklab's kernels::cpu::gemm (Eigen) next to OpenBLAS's cblas_sgemm,
 // both on the same thread count in the same run, each also as a fraction of the machine's FMA
-// peak measured here. C = A·B with square row-major N×N matrices.
+// peak measured here. By default C = A·B with square row-major N×N matrices; --model small|large
+// runs instead the products of one training step of bench/train_step's decoder (forward x·W,
+// backward g·Wᵀ and xᵀ·g of every projection), each labelled with its layer and transposes.
 //
 //   gemm [--threads 2] [--trials 7] [--min-time 0.2] [--sizes 128,256,512,1024,2048]
+//        [--model small|large]
 //
 // OpenBLAS 0.3.21 misdetects this CPU (Sapphire Rapids) and must be told its core type through
 // OPENBLAS_CORETYPE before the library loads, so without it the program re-executes itself
@@ -33,7 +36,39 @@ struct Args {
   int trials = 7;
   double min_time = 0.2;
   std::vector<int64_t> sizes{128, 256, 512, 1024, 2048};
+  std::string model;  // "small" or "large": the decoder's shapes instead of squares
 };
+
+// One product C[M, N] = op(A)·op(B) with inner dimension K.
+struct Case {
+  std::string label;
+  bool ta = false, tb = false;
+  int64_t M, N, K;
+};
+
+std::vector<Case> square_cases(const std::vector<int64_t>& sizes) {
+  std::vector<Case> cases;
+  for (const int64_t n : sizes) cases.push_back({std::to_string(n), false, false, n, n, n});
+  return cases;
+}
+
+// The projections of bench/train_step's decoder (tokens = batch·T rows): for each weight
+// W [in, out], forward x·W (NN), input gradient g·Wᵀ (NT) and weight gradient xᵀ·g (TN).
+std::vector<Case> model_cases(const std::string& model) {
+  const bool large = model == "large";
+  const int64_t d = large ? 256 : 128, tokens = large ? 8 * 256 : 16 * 128, hidden = large ? 688 : 344;
+  const struct {
+    const char* name;
+    int64_t in, out;
+  } weights[] = {{"qkv", d, 3 * d}, {"out", d, d}, {"ffn_in", d, 2 * hidden}, {"ffn_out", hidden, d}, {"head", d, 256}};
+  std::vector<Case> cases;
+  for (const auto& w : weights) {
+    cases.push_back({std::string(w.name) + " x.W", false, false, tokens, w.out, w.in});
+    cases.push_back({std::string(w.name) + " g.W^T", false, true, tokens, w.in, w.out});
+    cases.push_back({std::string(w.name) + " x^T.g", true, false, w.in, w.out, tokens});
+  }
+  return cases;
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -43,6 +78,7 @@ Args parse(int argc, char** argv) {
     if (k == "--threads" && has_value) a.threads = std::atoi(argv[++i]);
     else if (k == "--trials" && has_value) a.trials = std::atoi(argv[++i]);
     else if (k == "--min-time" && has_value) a.min_time = std::atof(argv[++i]);
+    else if (k == "--model" && has_value) a.model = argv[++i];
     else if (k == "--sizes" && has_value) {
       a.sizes.clear();
       std::string s = argv[++i];
@@ -53,12 +89,12 @@ Args parse(int argc, char** argv) {
         p = q + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large]\n", argv[0]);
       std::exit(2);
     }
   }
-  if (a.threads < 1 || a.trials < 1 || a.sizes.empty()) {
-    std::fprintf(stderr, "gemm: threads and trials must be >= 1 and sizes non-empty\n");
+  if (a.threads < 1 || a.trials < 1 || a.sizes.empty() || !(a.model.empty() || a.model == "small" || a.model == "large")) {
+    std::fprintf(stderr, "gemm: threads and trials must be >= 1, sizes non-empty, --model small or large\n");
     std::exit(2);
   }
   return a;
@@ -98,35 +134,40 @@ int main(int argc, char** argv) {
               xsimd::batch<float>::size, peak);
   std::printf("each figure: %d interleaved trials of >= %.2f s; best and median GFLOP/s\n\n", args.trials,
               args.min_time);
-  std::printf("%6s | %13s %13s %6s | %13s %13s %6s | %9s | %12s\n", "N", "sinklab best", "sinklab med", "%peak",
-              "OpenBLAS best", "OpenBLAS med", "%peak", "sl/OB", "max rel diff");
+  std::printf("%-28s | %13s %13s %6s | %13s %13s %6s | %9s | %12s\n", args.model.empty() ? "N" : "M x N x K",
+              "sinklab best", "sinklab med", "%peak", "OpenBLAS best", "OpenBLAS med", "%peak", "sl/OB", "max rel diff");
 
   Rng rng(42);
-  for (const int64_t n : args.sizes) {
-    const Tensor<float> a = rng.uniform<float>({n, n}, -1.f, 1.f);
-    const Tensor<float> b = rng.uniform<float>({n, n}, -1.f, 1.f);
-    Tensor<float> c_sl = Tensor<float>::zeros({n, n});
-    Tensor<float> c_ob = Tensor<float>::zeros({n, n});
+  const std::vector<Case> cases = args.model.empty() ? square_cases(args.sizes) : model_cases(args.model);
+  double sl_seconds = 0, ob_seconds = 0;  // one call of every case, at the best rates
+  for (const Case& c : cases) {
+    // Stored shapes: A is M×K (K×M when transposed), B is K×N (N×K when transposed).
+    const int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N;
+    const Tensor<float> a = rng.uniform<float>({c.M * c.K}, -1.f, 1.f);
+    const Tensor<float> b = rng.uniform<float>({c.K * c.N}, -1.f, 1.f);
+    Tensor<float> c_sl = Tensor<float>::zeros({c.M * c.N});
+    Tensor<float> c_ob = Tensor<float>::zeros({c.M * c.N});
+    using kernels::cpu::Trans;
     auto run_sinklab = [&] {
-      kernels::cpu::gemm(kernels::cpu::Trans::N, kernels::cpu::Trans::N, n, n, n, 1.f, a.data(), n, b.data(), n,
-                         0.f, c_sl.data(), n);
+      kernels::cpu::gemm(c.ta ? Trans::T : Trans::N, c.tb ? Trans::T : Trans::N, c.M, c.N, c.K, 1.f, a.data(), lda,
+                         b.data(), ldb, 0.f, c_sl.data(), c.N);
     };
     auto run_openblas = [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(n),
-                  static_cast<int>(n), 1.f, a.data(), static_cast<int>(n), b.data(), static_cast<int>(n), 0.f,
-                  c_ob.data(), static_cast<int>(n));
+      cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans, c.tb ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(c.M), static_cast<int>(c.N), static_cast<int>(c.K), 1.f, a.data(),
+                  static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.f, c_ob.data(), static_cast<int>(c.N));
     };
 
     // Correctness: sinklab against OpenBLAS, relative to the largest entry of the result.
     run_sinklab();
     run_openblas();
     double max_diff = 0, max_ref = 0;
-    for (int64_t i = 0; i < n * n; ++i) {
+    for (int64_t i = 0; i < c.M * c.N; ++i) {
       max_diff = std::max(max_diff, static_cast<double>(std::abs(c_sl.data()[i] - c_ob.data()[i])));
       max_ref = std::max(max_ref, static_cast<double>(std::abs(c_ob.data()[i])));
     }
 
-    const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+    const double flops = 2.0 * static_cast<double>(c.M) * static_cast<double>(c.N) * static_cast<double>(c.K);
     std::vector<double> sl, ob;
     for (int t = 0; t < args.trials; ++t) {
       settle();
@@ -135,11 +176,19 @@ int main(int argc, char** argv) {
       ob.push_back(bench::calls_per_second(run_openblas, args.min_time) * flops * 1e-9);
     }
     const double sl_best = bench::best_of(sl), ob_best = bench::best_of(ob);
-    std::printf("%6lld | %13.1f %13.1f %5.1f%% | %13.1f %13.1f %5.1f%% | %8.1f%% | %12.2e\n", static_cast<long long>(n),
-                sl_best, bench::median_of(sl), 100 * sl_best / peak, ob_best, bench::median_of(ob),
-                100 * ob_best / peak, 100 * sl_best / ob_best, max_diff / max_ref);
+    sl_seconds += flops * 1e-9 / sl_best;
+    ob_seconds += flops * 1e-9 / ob_best;
+    const std::string label =
+        args.model.empty() ? c.label
+                           : c.label + " " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
+    std::printf("%-28s | %13.1f %13.1f %5.1f%% | %13.1f %13.1f %5.1f%% | %8.1f%% | %12.2e\n", label.c_str(), sl_best,
+                bench::median_of(sl), 100 * sl_best / peak, ob_best, bench::median_of(ob), 100 * ob_best / peak,
+                100 * sl_best / ob_best, max_diff / max_ref);
     std::fflush(stdout);
   }
+  if (!args.model.empty())
+    std::printf("\none call of every product: sinklab %.3f ms, OpenBLAS %.3f ms (sl/OB %.1f%%)\n", 1e3 * sl_seconds,
+                1e3 * ob_seconds, 100 * ob_seconds / sl_seconds);
   std::printf("\nsl/OB: best sinklab over best OpenBLAS. %%peak: best over the FMA peak.\n");
   std::printf("load average at end: %s\n", bench::load_average().c_str());
   return 0;

@@ -73,7 +73,8 @@ void check_gemm(int64_t M, int64_t N, int64_t K, bool ta, bool tb, T alpha, T be
 
 TEST_CASE_TEMPLATE("gemm: packed kernel and threaded gemm equal a naive product for every transpose", T, float, double) {
   const int64_t sizes[][3] = {{1, 1, 1},   {5, 7, 3},    {6, 64, 128}, {13, 65, 129}, {37, 200, 300},
-                              {300, 33, 17}, {128, 688, 260}, {7, 130, 1}};
+                              {300, 33, 17}, {128, 688, 260}, {7, 130, 1},
+                              {40, 70, 1100}};  // long K, small C: split along K on 2 threads
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const auto& s : sizes)
@@ -84,6 +85,15 @@ TEST_CASE_TEMPLATE("gemm: packed kernel and threaded gemm equal a naive product 
             check_gemm<T>(s[0], s[1], s[2], ta, tb, T(1.25), beta, false);
           }
   }
+  set_num_threads(2);
+}
+
+TEST_CASE_TEMPLATE("gemm: a long K with few rows takes C's columns in blocks over the K slices", T, float, double) {
+  // 250 rows, 600 columns, K = 520 (5 slices): C's columns go in blocks of 8 panels for both types.
+  set_num_threads(1);
+  for (bool ta : {false, true})
+    for (T beta : {T(0), T(1)}) check_gemm<T>(250, 600, 520, ta, false, T(1), beta, true);
+  check_gemm<T>(250, 600, 520, false, true, T(0.5), T(0.5), true);
   set_num_threads(2);
 }
 

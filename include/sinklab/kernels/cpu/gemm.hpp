@@ -64,13 +64,45 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
 }
 }  // namespace detail
 
+namespace detail {
+// Weight gradients xᵀ·g have few rows and columns and a long K (the tokens). Tiles of C would
+// each repack their columns of B over the whole K, so such products are split along K instead:
+// each of `parts` slices computes a partial product of all of C (slice 0 into C with beta, the
+// others into scratch) and the partials are added row by row. A preempted thread delays the
+// product by one slice at most: the other thread claims the remaining slices.
+template <class T>
+void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                  int64_t ldb, T beta, T* C, int64_t ldc, int64_t parts) {
+  const int64_t step = (K + parts - 1) / parts;
+  parts = (K + step - 1) / step;
+  std::shared_ptr<T[]> scratch = allocate_host<T>(static_cast<std::size_t>((parts - 1) * M * N));
+  parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t k0 = p * step, kn = std::min(step, K - k0);
+      const T* a = ta == Trans::N ? A + k0 : A + k0 * lda;
+      const T* b = tb == Trans::N ? B + k0 * ldb : B + k0;
+      if (p == 0) gemm_serial(ta, tb, M, N, kn, alpha, a, lda, b, ldb, beta, C, ldc);
+      else gemm_serial(ta, tb, M, N, kn, alpha, a, lda, b, ldb, T(0), scratch.get() + (p - 1) * M * N, N);
+    }
+  });
+  parallel_for(0, M, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t p = 1; p < parts; ++p)
+      for (int64_t i = r0; i < r1; ++i) {
+        T* c = C + i * ldc;
+        const T* s = scratch.get() + ((p - 1) * M + i) * N;
+        for (int64_t j = 0; j < N; ++j) c[j] += s[j];
+      }
+  });
+}
+}  // namespace detail
+
 // Threads split C into a grid of tiles, each an independent single-threaded product, claimed
 // dynamically (a preempted thread holds up the others for one tile at most). Eigen's own
 // threading shares the packing of A and spin-waits for the other threads, which collapses when
 // another process holds a core; tiles never wait for each other. The grid has about 4 tiles per
 // thread: rows are split first (a row tile repacks its columns of B, 1/rows of its work), then
-// columns in whole packed panels, so weight gradients (few rows and columns, long K) are split
-// too.
+// columns in whole packed panels. Products with a long K and a small C (weight gradients) are
+// split along K instead (gemm_split_k).
 template <class T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -80,7 +112,11 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
     detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  constexpr int64_t kRowAlign = 16, kMinRows = 64, kColAlign = 64;  // the micro-kernels' sizes
+  if (K >= 2 * std::max(M, N) && K >= 256 * int64_t{threads}) {
+    detail::gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int64_t{threads});
+    return;
+  }
+  constexpr int64_t kRowAlign = 6, kMinRows = 60, kColAlign = 64;  // the packed micro-kernel's MR and NR
   const int64_t want = 4 * int64_t{threads};
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinRows, 1, want);
   const int64_t col_tiles = std::clamp<int64_t>((want + row_tiles - 1) / row_tiles, 1, (N + kColAlign - 1) / kColAlign);

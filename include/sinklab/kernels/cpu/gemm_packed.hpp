@@ -30,6 +30,7 @@ struct PackedGemm {
   static constexpr int64_t NR = NV * W;  // columns per panel
   static constexpr int64_t MR = 6;       // rows per micro-tile
   static constexpr int64_t KC = 128;     // depth of a packed slice (a panel is KC·NR·sizeof(T) ≤ 32 KiB)
+  static constexpr int64_t CBytes = 512 * 1024;  // a column block of C kept in L2 across K slices
 
   // Rows [0, MR_) × the panel's NR columns: acc = Σ_k A(i, k)·Bp[k, :]; then C = alpha·acc + beta·C
   // on the first `ncols` columns (beta == 0: C is not read).
@@ -120,20 +121,35 @@ struct PackedGemm {
     const int64_t sai = trans_a ? 1 : lda, sak = trans_a ? lda : 1;
     const int64_t panels = (N + NR - 1) / NR;
     const int64_t kc_max = std::min(KC, K);
-    // One packed slice of op(B): panels × [kc, NR], 64-byte aligned, recycled by the pool.
-    std::shared_ptr<T[]> packed = allocate_host<T>(static_cast<std::size_t>(panels * kc_max * NR));
+    // C is read and written once per K slice. With many slices and few rows (a weight gradient:
+    // long K, C of a few MiB) its columns are taken in blocks whose M rows stay in L2 (CBytes)
+    // over all slices, instead of streaming C through L3 K/KC times; each block rereads A, so
+    // only when A's slice is small.
+    const bool block_columns = K >= 4 * KC && M * KC * static_cast<int64_t>(sizeof(T)) <= CBytes / 2;
+    const int64_t block_panels =
+        block_columns ? std::clamp<int64_t>(CBytes / (M * NR * static_cast<int64_t>(sizeof(T))), 1, panels) : panels;
+    // One packed slice of a column block of op(B): [kc, NR] per panel, 64-byte aligned, recycled by the pool.
+    std::shared_ptr<T[]> packed = allocate_host<T>(static_cast<std::size_t>(block_panels * kc_max * NR));
     T* Bp = packed.get();
-    for (int64_t k0 = 0; k0 < K; k0 += KC) {
-      const int64_t kc = std::min(KC, K - k0);
-      for (int64_t p = 0; p < panels; ++p) pack(trans_b, B, ldb, k0, kc, p * NR, std::min(NR, N - p * NR), Bp + p * kc * NR);
-      const T b = k0 == 0 ? beta : T(1);
-      // Rows in blocks that keep their slice of A in L2 while every panel passes over them.
-      constexpr int64_t MC = 16 * MR;
-      for (int64_t i0 = 0; i0 < M; i0 += MC) {
-        const int64_t mc = std::min(MC, M - i0);
-        for (int64_t p = 0; p < panels; ++p)
-          rows(mc, kc, A + i0 * sai + k0 * sak, sai, sak, Bp + p * kc * NR, alpha, b, C + i0 * ldc + p * NR, ldc,
-               std::min(NR, N - p * NR));
+    for (int64_t p0 = 0; p0 < panels; p0 += block_panels) {
+      const int64_t np = std::min(block_panels, panels - p0);
+      for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = std::min(KC, K - k0);
+        for (int64_t p = 0; p < np; ++p) {
+          const int64_t n0 = (p0 + p) * NR;
+          pack(trans_b, B, ldb, k0, kc, n0, std::min(NR, N - n0), Bp + p * kc * NR);
+        }
+        const T b = k0 == 0 ? beta : T(1);
+        // Rows in blocks that keep their slice of A in L2 while every panel passes over them.
+        constexpr int64_t MC = 16 * MR;
+        for (int64_t i0 = 0; i0 < M; i0 += MC) {
+          const int64_t mc = std::min(MC, M - i0);
+          for (int64_t p = 0; p < np; ++p) {
+            const int64_t n0 = (p0 + p) * NR;
+            rows(mc, kc, A + i0 * sai + k0 * sak, sai, sak, Bp + p * kc * NR, alpha, b, C + i0 * ldc + n0, ldc,
+                 std::min(NR, N - n0));
+          }
+        }
       }
     }
   }
