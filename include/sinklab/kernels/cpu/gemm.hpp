@@ -123,6 +123,29 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
   const int64_t rows = ((M + row_tiles - 1) / row_tiles + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t cols = ((N + col_tiles - 1) / col_tiles + kColAlign - 1) / kColAlign * kColAlign;
   const int64_t mt = (M + rows - 1) / rows, nt = (N + cols - 1) / cols;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    // Several row tiles would each pack the same columns of B: pack op(B) once, in parallel, and
+    // share it (the transposing pack of g·Wᵀ cost as much as a fifth of the product).
+    using Packed = detail::PackedGemm<T>;
+    const int64_t size = Packed::packed_size(K, N);
+    if (mt > 1 && size * static_cast<int64_t>(sizeof(T)) <= (int64_t{16} << 20)) {
+      std::shared_ptr<T[]> packed = allocate_host<T>(static_cast<std::size_t>(size));
+      const int64_t slices = (K + Packed::KC - 1) / Packed::KC, panels = (N + Packed::NR - 1) / Packed::NR;
+      parallel_for(0, slices * panels, 1, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+          Packed::pack_panel(tb == Trans::T, B, ldb, K, N, j / panels, j % panels, packed.get());
+      });
+      parallel_for(0, mt * nt, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t i0 = (t / nt) * rows, j0 = (t % nt) * cols;
+          const int64_t m = std::min(rows, M - i0), n = std::min(cols, N - j0);
+          const T* a = ta == Trans::N ? A + i0 * lda : A + i0;
+          Packed::run_packed(ta == Trans::T, m, n, K, N, j0, alpha, a, lda, packed.get(), beta, C + i0 * ldc + j0, ldc);
+        }
+      });
+      return;
+    }
+  }
   parallel_for(0, mt * nt, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = (t / nt) * rows, j0 = (t % nt) * cols;

@@ -116,6 +116,33 @@ struct PackedGemm {
     }
   }
 
+  // All of op(B) packed for threads that share it: slice s (rows k0 = s·KC of op(B)) starts at
+  // Bp + k0·panels·NR and holds its panels one after the other, each [kc, NR].
+  static int64_t packed_size(int64_t K, int64_t N) { return K * ((N + NR - 1) / NR) * NR; }
+  static void pack_panel(bool trans_b, const T* B, int64_t ldb, int64_t K, int64_t N, int64_t slice, int64_t panel,
+                         T* Bp) {
+    const int64_t panels = (N + NR - 1) / NR, k0 = slice * KC, kc = std::min(KC, K - k0), n0 = panel * NR;
+    pack(trans_b, B, ldb, k0, kc, n0, std::min(NR, N - n0), Bp + k0 * panels * NR + panel * kc * NR);
+  }
+  // Columns [n0, n0 + n) of C (n0 a multiple of NR) against a whole packed op(B) of N columns.
+  static void run_packed(bool trans_a, int64_t M, int64_t n, int64_t K, int64_t N, int64_t n0, T alpha, const T* A,
+                         int64_t lda, const T* Bp, T beta, T* C, int64_t ldc) {
+    const int64_t sai = trans_a ? 1 : lda, sak = trans_a ? lda : 1;
+    const int64_t panels = (N + NR - 1) / NR, p0 = n0 / NR, np = (n + NR - 1) / NR;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+      const int64_t kc = std::min(KC, K - k0);
+      const T* slice = Bp + k0 * panels * NR;
+      const T b = k0 == 0 ? beta : T(1);
+      constexpr int64_t MC = 16 * MR;
+      for (int64_t i0 = 0; i0 < M; i0 += MC) {
+        const int64_t mc = std::min(MC, M - i0);
+        for (int64_t p = 0; p < np; ++p)
+          rows(mc, kc, A + i0 * sai + k0 * sak, sai, sak, slice + (p0 + p) * kc * NR, alpha, b, C + i0 * ldc + p * NR,
+               ldc, std::min(NR, n - p * NR));
+      }
+    }
+  }
+
   static void run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
     const int64_t sai = trans_a ? 1 : lda, sak = trans_a ? lda : 1;
