@@ -36,6 +36,28 @@ TEST_CASE("tape: hooks observe and may rewrite a gradient before it flows on") {
   CHECK(x.grad()(0) == 20.0);  // rewritten 10 · dh/dx = 2
 }
 
+TEST_CASE("tape: a gradient passed on unchanged is shared without a copy until someone writes to it") {
+  Tape<double> t;
+  auto x = t.leaf(Tensor<double>::from({3}, {1, 2, 3}));
+  auto a = x * 2.0, b = x * 3.0;
+  auto h = a + b;          // add passes h's gradient on to a and b unchanged
+  auto z = h * h + a;       // a's first gradient is an alias of z's; adding h's must not change z's
+  auto y = sum(z);
+  Tensor<double> seen_b;
+  b.register_hook([&](Tensor<double>& g) {  // a hook may write: it gets its own copy
+    seen_b = g.clone();
+    g.fill(1.0);
+  });
+  t.backward(y);
+  // dy/dh = 2h = 10x; dy/da = 10x + 1; dy/db = 10x, rewritten to 1 by the hook.
+  CHECK(a.grad()(1) == 10 * 2.0 + 1);
+  CHECK(seen_b(1) == 10 * 2.0);
+  CHECK(h.grad()(1) == 10 * 2.0);  // b's hook did not change h's gradient
+  CHECK(z.grad()(1) == 1.0);       // nor did the sum into a's
+  CHECK(b.grad()(1) == 1.0);
+  CHECK(x.grad()(1) == 2 * (10 * 2.0 + 1) + 3 * 1.0);
+}
+
 TEST_CASE("tape: no_grad records no backward and marks outputs as not requiring grad") {
   Tape<float> t;
   auto x = t.leaf(Tensor<float>::ones({4}));

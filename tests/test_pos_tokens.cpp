@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "sinklab/nn/heads.hpp"
 #include "sinklab/policy/pos.hpp"
 #include "sinklab/policy/tokens.hpp"
 
@@ -115,6 +116,31 @@ TEST_CASE("pos::RoPE: table cache grows and is shared; float vs double; errors")
   pos::RopeTable<float> small;
   small.ensure(4, 16, 10000.0);
   CHECK_THROWS_WITH_AS(pos::rope(xf, small, 0), doctest::Contains("rope: positions [0, 9) exceed the table's 4"), Error);
+}
+
+TEST_CASE("pos::rope_heads: equals RoPE of split heads, values and gradients; gradcheck; errors") {
+  // x [2, 5, 40]: columns 4..27 hold 3 heads of 8; the rest must get no gradient from it.
+  pos::RopeTable<double> table;
+  table.ensure(12, 8, 10000.0);
+  auto x = make_inputs({randn({2, 5, 40}, 11)});
+  const Tensor<double> w = randn({2, 3, 5, 8}, 12);
+  Tape<double> fused, split;
+  auto xf = fused.param(x[0]);
+  auto yf = pos::rope_heads(xf, 4, 3, 8, table, 2);
+  fused.backward(sum(mul(yf, fused.constant(w))));
+  const Tensor<double> gf = x[0].grad.clone();
+  x[0].zero_grad();
+  auto xs = split.param(x[0]);
+  auto ys = pos::rope(nn::split_heads(xs, 4, 3, 8), table, 2);
+  split.backward(sum(mul(ys, split.constant(w))));
+  REQUIRE(yf.shape() == ys.shape());
+  for (int64_t i = 0; i < ys.value().numel(); ++i) CHECK(yf.value().data()[i] == doctest::Approx(ys.value().data()[i]));
+  for (int64_t i = 0; i < gf.numel(); ++i) CHECK(gf.data()[i] == doctest::Approx(x[0].grad.data()[i]));
+  CHECK(gf(0, 0, 0) == 0.0);   // column 0 is outside the heads
+  CHECK(gf(1, 4, 39) == 0.0);  // so is column 39
+  check_grad([&](Tape<double>& t) { return pos::rope_heads(t.param(x[0]), 4, 3, 8, table, 2); }, pointers(x));
+  CHECK_THROWS_WITH_AS(pos::rope_heads(xf, 20, 3, 8, table), doctest::Contains("rope_heads: input [2, 5, 40] has no columns [20, 44)"), Error);
+  CHECK_THROWS_WITH_AS(pos::rope_heads(xf, 0, 2, 8, table, 10), doctest::Contains("rope: positions [10, 15) exceed the table's 12"), Error);
 }
 
 TEST_CASE("pos::Learned: adds table rows at an offset; gradcheck; errors") {

@@ -105,7 +105,10 @@ class Tape {
   const Tensor<T>& grad(Var<T> v) const { return node(v).grad; }
   bool requires_grad(Var<T> v) const { return node(v).requires_grad; }
 
-  // Adds `g` into v's gradient. A uniquely owned contiguous `g` is adopted without a copy.
+  // Adds `g` into v's gradient. A contiguous `g` is adopted without a copy: a uniquely owned one
+  // outright, a shared one (an output's gradient passed on unchanged, as by add and views) as a
+  // read-only alias that the first write replaces with a fresh tensor (copy-on-write), so a
+  // residual branch costs no gradient copies.
   void accumulate(Var<T> v, Tensor<T> g) {
     Node& n = node(v);
     if (!n.requires_grad) return;
@@ -113,16 +116,23 @@ class Tape {
                   n.value.shape(), " (node ", v.id, ")");
     n.reached = true;
     if (!n.grad.defined()) {
-      n.grad = (g.unique_storage() && g.is_contiguous()) ? std::move(g) : g.clone();
+      n.grad_aliased = !g.unique_storage() && g.is_contiguous();
+      n.grad = g.is_contiguous() ? std::move(g) : g.clone();
       return;
     }
     const Tensor<T> gc = g.contiguous();
+    if (n.grad_aliased) {  // sum into a new tensor: the alias belongs to someone else
+      Tensor<T> sum = Tensor<T>::empty(n.value.shape());
+      kernels::cpu::binary(n.grad.data(), gc.data(), sum.data(), gc.numel(), kernels::cpu::fn::Add{});
+      n.grad = std::move(sum);
+      n.grad_aliased = false;
+      return;
+    }
     kernels::cpu::add_inplace(n.grad.data(), gc.data(), gc.numel());
   }
   // v's gradient buffer for in-place accumulation (zero-filled on first use).
   Tensor<T>& grad_buffer(Var<T> v) {
-    Node& n = node(v);
-    n.reached = true;
+    Node& n = writable(v);
     if (!n.grad.defined()) n.grad = Tensor<T>::zeros(n.value.shape());
     return n.grad;
   }
@@ -130,8 +140,7 @@ class Tape {
   // on first use the buffer is left uninitialised and `fresh` is set, and the kernel must write
   // every element; otherwise it holds earlier contributions and the kernel must add to them.
   Tensor<T>& grad_buffer(Var<T> v, bool& fresh) {
-    Node& n = node(v);
-    n.reached = true;
+    Node& n = writable(v);
     fresh = !n.grad.defined();
     if (fresh) n.grad = Tensor<T>::empty(n.value.shape());
     return n.grad;
@@ -157,6 +166,7 @@ class Tape {
     for (int32_t i = root.id; i >= 0; --i) {
       Node& n = nodes_[i];
       if (!n.reached) continue;
+      if (n.hook >= 0) unalias(n);  // hooks may modify the gradient in place
       for (int32_t h = n.hook; h >= 0; h = hooks_[h].next) hooks_[h].fn(n.grad);
       if (n.backward) {
         // Each backward function runs once: it is released as it runs, with what it captured.
@@ -188,11 +198,25 @@ class Tape {
     bool requires_grad = false;
     bool reached = false;
     int32_t hook = -1;
+    bool grad_aliased = false;  // grad shares another tensor's storage (see accumulate)
   };
   struct HookEntry {
     Hook fn;
     int32_t next;
   };
+
+  static void unalias(Node& n) {
+    if (!n.grad_aliased) return;
+    n.grad = n.grad.clone();
+    n.grad_aliased = false;
+  }
+  // v's node, reached, with a gradient (if any) that may be written in place.
+  Node& writable(Var<T> v) {
+    Node& n = node(v);
+    n.reached = true;
+    unalias(n);
+    return n;
+  }
 
   template <class Inputs>
   Var<T> record_from(Tensor<T> value, const Inputs& inputs, Backward backward) {

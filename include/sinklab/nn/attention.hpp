@@ -166,8 +166,14 @@ struct Attention {
       SINKLAB_CHECK(x.rank() == 3 && x.shape()[2] == cfg.d_model, "Attention '", name, "': input of shape ",
                     x.shape(), ", expected [B, T, ", cfg.d_model, "]");
       auto qkv = matmul(nn::projection_input(tape, x, w_qkv), tape.param(w_qkv));
-      Projections<T> p{nn::split_heads(qkv, 0, H, dh), nn::split_heads(qkv, H * dh, Hkv, dh),
-                       nn::split_heads(qkv, (H + Hkv) * dh, Hkv, dh), Var<T>{}};
+      if (cfg.rope) rope_table.ensure(x.shape()[1], dh, cfg.rope_theta);
+      // With nothing between the split and RoPE (no mixing, no QK-norm), q and k are rotated
+      // straight out of the projection, one pass each way instead of two.
+      const bool rope_on_split = cfg.rope && !cfg.qk_norm && !ex.mix;
+      auto heads = [&](int64_t col0, int64_t n) {
+        return rope_on_split ? pos::rope_heads(qkv, col0, n, dh, rope_table) : nn::split_heads(qkv, col0, n, dh);
+      };
+      Projections<T> p{heads(0, H), heads(H * dh, Hkv), nn::split_heads(qkv, (H + Hkv) * dh, Hkv, dh), Var<T>{}};
       if constexpr (Gate::enabled) {
         if constexpr (Gate::source == gate::Source::FromAnchor) {
           p.gate = ex.gate_logits;
@@ -190,8 +196,7 @@ struct Attention {
         p.q = norm::rms_norm(p.q, tape.param(q_norm), cfg.qk_norm_eps);
         p.k = norm::rms_norm(p.k, tape.param(k_norm), cfg.qk_norm_eps);
       }
-      if (cfg.rope) {
-        rope_table.ensure(x.shape()[1], dh, cfg.rope_theta);
+      if (cfg.rope && !rope_on_split) {
         p.q = pos::rope(p.q, rope_table, 0);
         p.k = pos::rope(p.k, rope_table, 0);
       }

@@ -1,6 +1,7 @@
 // pos:: — position information.
 //
-//   RoPE     rotary embedding of q or k, x [..., T, d] (usually [B, H, T, d]), one fused node.
+//   RoPE     rotary embedding of q or k, x [..., T, d] (usually [B, H, T, d]), one fused node;
+//            rope_heads rotates heads read straight out of a projection [B, T, N].
 //            Convention: LLaMA / Hugging Face "rotate-half" — channel i pairs with i + d/2
 //            (not the interleaved 2i, 2i+1 pairs of the original RoFormer code):
 //              θ_i = base^(−2i/d),  i < d/2,  angle = p·θ_i at position p = offset + t
@@ -21,6 +22,7 @@
 
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/nn/init.hpp"
+#include "sinklab/nn/heads.hpp"
 #include "sinklab/nn/module.hpp"
 #include "sinklab/policy/norm_kernels.hpp"
 
@@ -62,8 +64,28 @@ struct RopeTable {
 };
 
 namespace kernels {
+// One row of RoPE at position p: y = rotate(x) (sign +1) or its inverse, the transpose, used by
+// the backward (sign −1); with `add` the result is added to y instead of written.
+template <class T>
+inline void rope_row(const T* x, T* y, const T* cos_p, const T* sin_p, int64_t half, T sign, bool add) {
+  using namespace norm::kernels::detail;
+  const T* x2 = x + half;
+  T* y2 = y + half;
+  loop<T>(half, [&](auto v, int64_t i) {
+    using V = decltype(v);
+    const V a = vload<V>(x + i), b = vload<V>(x2 + i);
+    const V c = vload<V>(cos_p + i), s = vload<V>(sin_p + i) * V(sign);
+    V o1 = a * c - b * s, o2 = b * c + a * s;
+    if (add) {
+      o1 += vload<V>(y + i);
+      o2 += vload<V>(y2 + i);
+    }
+    vstore(y + i, o1);
+    vstore(y2 + i, o2);
+  });
+}
+
 // Rotates every row of x [outer, T, d] by the angles of positions offset..offset+T−1.
-// sign = +1 applies the rotation, −1 its inverse (the transpose, used by the backward).
 template <class T>
 void rope_rotate(const T* x, T* y, const T* cos, const T* sin, int64_t outer, int64_t tlen, int64_t d, int64_t offset,
                  T sign) {
@@ -72,35 +94,30 @@ void rope_rotate(const T* x, T* y, const T* cos, const T* sin, int64_t outer, in
   parallel_for(0, outer * tlen, row_grain(d), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t p = offset + r % tlen;
-      const T* c = cos + p * half;
-      const T* s = sin + p * half;
-      const T* x1 = x + r * d;
-      const T* x2 = x1 + half;
-      T* y1 = y + r * d;
-      T* y2 = y1 + half;
-      loop<T>(half, [&](auto v, int64_t i) {
-        using V = decltype(v);
-        const V a = vload<V>(x1 + i), b = vload<V>(x2 + i);
-        const V cv = vload<V>(c + i), sv = vload<V>(s + i) * V(sign);
-        vstore(y1 + i, a * cv - b * sv);
-        vstore(y2 + i, b * cv + a * sv);
-      });
+      rope_row(x + r * d, y + r * d, cos + p * half, sin + p * half, half, sign, false);
     }
   });
 }
 }  // namespace kernels
+
+namespace detail {
+template <class T>
+void check_rope_table(const RopeTable<T>& table, int64_t d, int64_t offset, int64_t tlen, const Shape& shape) {
+  SINKLAB_CHECK(d % 2 == 0, "rope: head size must be even, got input of shape ", shape);
+  SINKLAB_CHECK(table.dim == d, "rope: table built for head size ", table.dim, ", input of shape ", shape);
+  SINKLAB_CHECK(offset >= 0 && offset + tlen <= table.length(), "rope: positions [", offset, ", ", offset + tlen,
+                ") exceed the table's ", table.length(), " (input of shape ", shape, ")");
+}
+}  // namespace detail
 
 // RoPE of x [..., T, d] at positions offset + t using `table` (which must cover them).
 template <class T>
 Var<T> rope(Var<T> x, const RopeTable<T>& table, int64_t offset = 0) {
   SINKLAB_CHECK(x.defined() && x.rank() >= 2, "rope: input must be [..., T, d], got ",
                 x.defined() ? x.shape() : Shape{});
-  const Tensor<T> xv = x.value();
+  const Tensor<T> xv = x.value().contiguous();
   const int64_t d = xv.shape()[-1], tlen = xv.shape()[-2], outer = xv.numel() / std::max<int64_t>(d * tlen, 1);
-  SINKLAB_CHECK(d % 2 == 0, "rope: head size must be even, got input of shape ", xv.shape());
-  SINKLAB_CHECK(table.dim == d, "rope: table built for head size ", table.dim, ", input of shape ", xv.shape());
-  SINKLAB_CHECK(offset >= 0 && offset + tlen <= table.length(), "rope: positions [", offset, ", ", offset + tlen,
-                ") exceed the table's ", table.length(), " (input of shape ", xv.shape(), ")");
+  detail::check_rope_table(table, d, offset, tlen, xv.shape());
   const Tensor<T> c = table.cos, s = table.sin;
   Tensor<T> y = Tensor<T>::empty(xv.shape());
   kernels::rope_rotate(xv.data(), y.data(), c.data(), s.data(), outer, tlen, d, offset, T(1));
@@ -108,6 +125,33 @@ Var<T> rope(Var<T> x, const RopeTable<T>& table, int64_t offset = 0) {
     Tensor<T> gx = Tensor<T>::empty(g.shape());
     kernels::rope_rotate(g.data(), gx.data(), c.data(), s.data(), outer, tlen, d, offset, T(-1));
     t.accumulate(x, std::move(gx));
+  });
+}
+
+// Heads split out of a projection and rotated in one pass: columns [col0, col0 + heads·d) of
+// x [B, T, N] as [B, heads, T, d] with RoPE at positions offset + t, equal to
+// rope(nn::split_heads(x, col0, heads, d), table, offset) without the intermediate copy; the
+// backward rotates the gradient back straight into x's gradient.
+template <class T>
+Var<T> rope_heads(Var<T> x, int64_t col0, int64_t heads, int64_t d, const RopeTable<T>& table, int64_t offset = 0) {
+  const Tensor<T> xv = x.value().contiguous();
+  SINKLAB_CHECK(xv.rank() == 3 && heads > 0 && col0 >= 0 && col0 + heads * d <= xv.size(2), "rope_heads: input ",
+                xv.shape(), " has no columns [", col0, ", ", col0 + heads * d, ") for ", heads, " heads of ", d);
+  const int64_t B = xv.size(0), tlen = xv.size(1), N = xv.size(2);
+  detail::check_rope_table(table, d, offset, tlen, xv.shape());
+  const Tensor<T> c = table.cos, s = table.sin;
+  const int64_t half = d / 2;
+  Tensor<T> y = Tensor<T>::empty({B, heads, tlen, d});
+  nn::gather_heads(xv.data(), B, tlen, N, col0, heads, d, y.data(), [&](const T* src, T* dst, int64_t t) {
+    const int64_t p = offset + t;
+    kernels::rope_row(src, dst, c.data() + p * half, s.data() + p * half, half, T(1), false);
+  });
+  return x.tape->record(y, {x}, [=](Tape<T>& tape, const Tensor<T>& g) {
+    nn::scatter_heads_grad(tape, x, g.data(), B, tlen, N, col0, heads, d,
+                           [&](const T* src, T* dst, int64_t t, bool add) {
+                             const int64_t p = offset + t;
+                             kernels::rope_row(src, dst, c.data() + p * half, s.data() + p * half, half, T(-1), add);
+                           });
   });
 }
 
