@@ -1,4 +1,4 @@
-// Register-blocked products for the small blocks of the fused attention kernels (64×64 tiles,
+// Register-blocked products for the small blocks of the fused attention kernels (32×128 tiles,
 // head sizes of 16–128), where a general GEMM spends more time packing and dispatching than
 // multiplying. No packing: B's rows are read in place as SIMD vectors and A's elements are
 // broadcast, with any strides, so A may be read transposed for free.
