@@ -7,6 +7,8 @@
 //   softmax family  one pass with an online normaliser (running max m and sum l per row,
 //                   rescaling the partial output when m grows, as FlashAttention-2); a sink
 //                   logit S_h is the row's initial state (m = S_h, l = 1). Saves lse per row.
+//                   Without clipping and with whole-vector heads the scores are kept transposed
+//                   (softmax_forward_transposed), so all rows of a block update at once.
 //   clipped softmax two passes over the key blocks: the first finds the row normaliser, the
 //                   second clips the final probabilities and aggregates. Saves lse.
 //   point-wise      one pass, no normaliser and no saved statistics.
@@ -79,6 +81,88 @@ inline int64_t pad_masked(T* s, int64_t ne, bool blocked) {
   return n;
 }
 
+// The softmax family (not clipped) with the scores of a block pair kept transposed, Sᵀ = K·Qᵀ
+// [keys, queries]: a query block's rows lie across SIMD lanes, so the running max, the sums and
+// the rescale factors of all its rows are vector operations (no horizontal reduction, no scalar
+// exp per row), and keys and values are read in place (only the block's Qᵀ is transposed).
+// Needs d to be whole vectors. Writes out (zeroed on entry) and lse.
+template <class Score, class Mask, class T>
+void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions& opt, const T* q, const T* k,
+                                const T* v, const T* sink, T scale, int64_t Bq, int64_t Bk, T* out, T* lse_all) {
+  using V = batch<T>;
+  constexpr int64_t W = simd_width<T>();
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const int64_t d = dm.d, nqb = (dm.T + Bq - 1) / Bq, R = round_up(Bq, W);
+  parallel_for(0, dm.B * dm.H * nqb, 1, [&](int64_t lo, int64_t hi) {
+    Scratch<T> qtbuf(d * R), stbuf(Bk * R), mbuf(R), lbuf(R), abuf(R), ebuf(R);
+    T *qt = qtbuf.data(), *st = stbuf.data(), *m = mbuf.data(), *l = lbuf.data(), *alpha = abuf.data(),
+      *endf = ebuf.data();
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t qb = task % nqb, bh = task / nqb, b = bh / dm.H, h = bh % dm.H, hk = h / dm.group();
+      const int64_t i0 = qb * Bq, rows = std::min(Bq, dm.T - i0), rv = round_up(rows, W);
+      const int64_t kvlen = kv_length(opt, b, dm.S);
+      int64_t kend = 0, kmin = dm.S;
+      for (int64_t r = 0; r < rv; ++r) {
+        // Padding lanes see every key (their queries are 0): finite, and never read back.
+        const int64_t e = r < rows ? Mask::key_end(i0 + r, dm.T, dm.S, kvlen) : dm.S;
+        endf[r] = static_cast<T>(e);
+        if (r < rows) kend = std::max(kend, e), kmin = std::min(kmin, e);
+        m[r] = Score::has_sink ? sink[h] : ninf;
+        l[r] = Score::has_sink ? T(1) : T(0);
+      }
+      const T* Q = q + (bh * dm.T + i0) * d;
+      const T* K = k + (b * dm.Hkv + hk) * dm.S * d;
+      const T* Vv = v + (b * dm.Hkv + hk) * dm.S * d;
+      T* O = out + (bh * dm.T + i0) * d;
+      for (int64_t c = 0; c < d; ++c)
+        for (int64_t r = 0; r < rv; ++r) qt[c * rv + r] = r < rows ? Q[r * d + c] : T(0);
+      for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+        const int64_t cols = std::min(Bk, kend - j0);
+        block_gemm(cols, rv, d, scale, K + j0 * d, d, int64_t{1}, qt, rv, T(0), st, rv);  // Sᵀ
+        const bool masked = j0 + cols > kmin;  // some row sees only part of this block
+        for (int64_t r = 0; r < rv; r += W) {
+          V mx = V::load_unaligned(m + r);
+          const V e = V::load_unaligned(endf + r);
+          for (int64_t j = 0; j < cols; ++j) {
+            V x = V::load_unaligned(st + j * rv + r);
+            if (masked) {
+              x = xsimd::select(V(static_cast<T>(j0 + j)) >= e, V(ninf), x);
+              x.store_unaligned(st + j * rv + r);
+            }
+            mx = xsimd::max(mx, x);
+          }
+          // A row with no visible key yet keeps m = −inf; exponents are taken against 0 then.
+          const V mold = V::load_unaligned(m + r);
+          const V ms = xsimd::select(mx == V(ninf), V(T(0)), mx);
+          const V a = xsimd::exp(mold - ms);
+          V sum(T(0));
+          for (int64_t j = 0; j < cols; ++j) {
+            const V p = xsimd::exp(V::load_unaligned(st + j * rv + r) - ms);
+            p.store_unaligned(st + j * rv + r);
+            sum += p;
+          }
+          (V::load_unaligned(l + r) * a + sum).store_unaligned(l + r);
+          mx.store_unaligned(m + r);
+          a.store_unaligned(alpha + r);
+        }
+        for (int64_t r = 0; r < rows; ++r)
+          if (alpha[r] != T(1)) map(O + r * d, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
+        block_gemm(rows, d, cols, T(1), st, int64_t{1}, rv, Vv + j0 * d, d, T(1), O, d);  // O += P·V
+      }
+      T* lse = lse_all + bh * dm.T + i0;
+      for (int64_t r = 0; r < rows; ++r) {
+        if (l[r] > T(0)) {
+          const T inv = T(1) / l[r];
+          map(O + r * d, d, [inv](auto x) { return x * decltype(x)(inv); });
+          lse[r] = m[r] + std::log(l[r]);
+        } else {
+          lse[r] = ninf;
+        }
+      }
+    }
+  });
+}
+
 }  // namespace detail
 
 template <class Score, class Mask, class T>
@@ -108,6 +192,14 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
 
   const bool blocked = detail::use_block_gemm<T>(d, Bk);
   const int64_t ldt = detail::round_up(dm.S, simd_width<T>());  // row stride of the transposed keys
+  if constexpr (normalised && !Score::clipped) {
+    if (block_gemm_fits<T>(d)) {
+      detail::softmax_forward_transposed<Score, Mask>(dm, opt, q.data(), k.data(), v.data(),
+                                                      Score::has_sink ? sink.data() : nullptr, scale, Bq, Bk,
+                                                      res.out.data(), res.lse.data());
+      return res;
+    }
+  }
 
   parallel_for(0, dm.B * dm.H * nqb, 1, [&](int64_t lo, int64_t hi) {
     detail::Scratch<T> sbuf(Bq * Bk), mbuf(Bq), lbuf(Bq), ktbuf(blocked ? d * ldt : 0);

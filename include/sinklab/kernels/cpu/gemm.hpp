@@ -101,8 +101,8 @@ void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
 // threading shares the packing of A and spin-waits for the other threads, which collapses when
 // another process holds a core; tiles never wait for each other. The grid has about 4 tiles per
 // thread: rows are split first (a row tile repacks its columns of B, 1/rows of its work), then
-// columns in whole packed panels. Products with a long K and a small C (weight gradients) are
-// split along K instead (gemm_split_k).
+// columns in whole packed panels. Products whose K is the longest side and at least twice M
+// (weight gradients: K is the tokens) are split along K instead (gemm_split_k).
 template <class T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -112,7 +112,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
     detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (K >= 2 * std::max(M, N) && K >= 256 * int64_t{threads}) {
+  if (K >= 2 * M && K >= N && K >= 256 * int64_t{threads}) {
     detail::gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int64_t{threads});
     return;
   }
