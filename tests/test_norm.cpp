@@ -90,6 +90,22 @@ TEST_CASE("norm: many rows exercise the chunked parameter-gradient reduction") {
   gradcheck_module(ln, {4, 300, 16}, 80);
 }
 
+TEST_CASE("norm::RMS: the input gradient is summed in the kernel's pass, whatever x's gradient already holds") {
+  // x is an intermediate: its gradient is first written by one norm (nothing before), added to in
+  // place by a second, and, in a residual x + rms(x), summed with the alias add passes on.
+  const double eps = 1e-6;
+  auto ps = make_inputs({randn({3, 5, 24}, 1), randn({24}, 2, 1.0, 0.3), randn({24}, 3, 1.0, 0.3)});
+  auto with = [&](auto&& norm_fn) {
+    return [&, norm_fn](Tape<double>& t) {
+      auto x = t.param(ps[0]) * 1.5;
+      return norm_fn(x, t.param(ps[2])) * 2.0 + (norm_fn(x, t.param(ps[1])) + x);
+    };
+  };
+  auto fused = [&](Var<double> x, Var<double> g) { return norm::rms_norm(x, g, eps); };
+  auto reference = [&](Var<double> x, Var<double> g) { return rms_reference(x, g, eps); };
+  check_same(with(fused), with(reference), pointers(ps), {3, 5, 24});
+}
+
 TEST_CASE("norm: fused nodes equal their composed-from-ops references") {
   const Shape xs{3, 4, 21};
   auto in = make_inputs({randn(xs, 1, 0.3), randn({21}, 2, 1.0, 0.5), randn({21}, 3, 0.0, 0.5),

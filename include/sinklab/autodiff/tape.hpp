@@ -146,6 +146,31 @@ class Tape {
     return n.grad;
   }
 
+  // Where a kernel writes v's gradient in one pass, out[i] = prior[i] + its contribution: prior is
+  // null on first use (out is uninitialised then), out itself when v owns its gradient (in
+  // place), or the aliased gradient (kept alive in `keep`) with out a fresh tensor. Saves the
+  // separate read-add-write pass of accumulate().
+  struct GradTarget {
+    T* out;
+    const T* prior;
+    Tensor<T> keep;
+  };
+  GradTarget grad_target(Var<T> v) {
+    Node& n = node(v);
+    n.reached = true;
+    if (!n.grad.defined()) {
+      n.grad = Tensor<T>::empty(n.value.shape());
+      return {n.grad.data(), nullptr, {}};
+    }
+    if (n.grad_aliased) {
+      Tensor<T> prior = std::move(n.grad);
+      n.grad = Tensor<T>::empty(n.value.shape());
+      n.grad_aliased = false;
+      return {n.grad.data(), prior.data(), prior};
+    }
+    return {n.grad.data(), n.grad.data(), {}};
+  }
+
   template <class F>
   void register_hook(Var<T> v, F&& f) {
     Node& n = node(v);

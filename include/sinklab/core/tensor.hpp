@@ -16,6 +16,7 @@
 
 #include "sinklab/core/device.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/parallel.hpp"
 #include "sinklab/core/shape.hpp"
 #include "sinklab/core/storage.hpp"
 
@@ -109,7 +110,10 @@ class Tensor {
 
   void fill(T v) {
     if (is_contiguous()) {
-      std::fill(data(), data() + numel(), v);
+      // Large fills (zeroed outputs, gradient buffers) on every thread: one core's store bandwidth
+      // is half the machine's.
+      T* p = data();
+      parallel_for(0, numel(), int64_t{1} << 15, [p, v](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
     } else {
       for_each_offset([&](int64_t o) { data()[o] = v; });
     }

@@ -80,13 +80,13 @@ Var<T> rms_norm(Var<T> x, const Var<T>* pre, Var<T> gain, double eps, const char
   kernels::rms_forward(xv.data(), pv.defined() ? pv.data() : nullptr, gv.data(), y.data(), rstd.data(), rows, n,
                        static_cast<T>(eps));
   auto backward = [x, gain, pvar = pre ? *pre : Var<T>{}, xv, gv, pv, rstd, rows, n](Tape<T>& t, const Tensor<T>& g) {
-    Tensor<T> gx;
-    if (x.requires_grad()) gx = Tensor<T>::empty(xv.shape());
+    // x's gradient is summed in the same pass (x is usually the residual stream).
+    typename Tape<T>::GradTarget gx{nullptr, nullptr, {}};
+    if (x.requires_grad()) gx = t.grad_target(x);
     T* ggain = gain.requires_grad() ? t.grad_buffer(gain).data() : nullptr;
     T* gpre = pvar.defined() && pvar.requires_grad() ? t.grad_buffer(pvar).data() : nullptr;
-    kernels::rms_backward(xv.data(), pv.defined() ? pv.data() : nullptr, gv.data(), rstd.data(), g.data(),
-                          data_or_null(gx), ggain, gpre, rows, n);
-    if (gx.defined()) t.accumulate(x, std::move(gx));
+    kernels::rms_backward(xv.data(), pv.defined() ? pv.data() : nullptr, gv.data(), rstd.data(), g.data(), gx.out,
+                          gx.prior, ggain, gpre, rows, n);
   };
   if (pre) return x.tape->record(y, {x, *pre, gain}, std::move(backward));
   return x.tape->record(y, {x, gain}, std::move(backward));

@@ -114,10 +114,11 @@ void rms_forward(const T* x, const T* pre, const T* gain, T* y, T* rstd, int64_t
 // RMSNorm backward. With h = gy ⊙ gain, x̂ = z·rstd:
 //   gz = rstd · (h − x̂ · mean(h ⊙ x̂)),   ggain += Σ_rows gy ⊙ x̂,
 //   gx = gz ⊙ pre (or gz),                 gpre += Σ_rows gz ⊙ x.
-// gx is written (not accumulated); gx, ggain or gpre may be null when not needed.
+// gx = gx_prior + the above (gx_prior null: gx is written; it may equal gx); gx, ggain or gpre
+// may be null when not needed.
 template <class T>
-void rms_backward(const T* x, const T* pre, const T* gain, const T* rstd, const T* gy, T* gx, T* ggain, T* gpre,
-                  int64_t rows, int64_t n) {
+void rms_backward(const T* x, const T* pre, const T* gain, const T* rstd, const T* gy, T* gx, const T* gx_prior,
+                  T* ggain, T* gpre, int64_t rows, int64_t n) {
   using namespace detail;
   const int64_t width = 2 * n;  // scratch: [ggain | gpre]
   std::vector<T> sums(static_cast<std::size_t>(width), T(0));
@@ -144,11 +145,10 @@ void rms_backward(const T* x, const T* pre, const T* gain, const T* rstd, const 
         const V z = pre ? xv * vload<V>(pre + i) : xv;
         if (ggain) vstore(acc_gain + i, vload<V>(acc_gain + i) + g * z * V(rs));
         const V gz = V(rs) * g * vload<V>(gain + i) - z * V(k);
-        if (pre) {
-          if (gpre) vstore(acc_pre + i, vload<V>(acc_pre + i) + gz * xv);
-          if (gx) vstore(gx + r * n + i, gz * vload<V>(pre + i));
-        } else if (gx) {
-          vstore(gx + r * n + i, gz);
+        if (pre && gpre) vstore(acc_pre + i, vload<V>(acc_pre + i) + gz * xv);
+        if (gx) {
+          const V out = pre ? gz * vload<V>(pre + i) : gz;
+          vstore(gx + r * n + i, gx_prior ? vload<V>(gx_prior + r * n + i) + out : out);
         }
       });
     }
