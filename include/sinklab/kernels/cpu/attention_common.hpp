@@ -91,6 +91,13 @@ Tensor<T> output_zeros(const Shape& s) {
   return Tensor<T>::zeros(s);
 }
 
+// Same, for a kernel that writes every element.
+template <class T>
+Tensor<T> output_empty(const Shape& s) {
+  AttentionMemory::add(s.numel() * static_cast<int64_t>(sizeof(T)));
+  return Tensor<T>::empty(s);
+}
+
 // Scratch memory that lives for one parallel chunk.
 template <class T>
 class Scratch {

@@ -85,7 +85,7 @@ inline int64_t pad_masked(T* s, int64_t ne, bool blocked) {
 // [keys, queries]: a query block's rows lie across SIMD lanes, so the running max, the sums and
 // the rescale factors of all its rows are vector operations (no horizontal reduction, no scalar
 // exp per row), and keys and values are read in place (only the block's Qᵀ is transposed).
-// Needs d to be whole vectors. Writes out (zeroed on entry) and lse.
+// Needs d to be whole vectors. Writes every element of out and lse.
 template <class Score, class Mask, class T>
 void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions& opt, const T* q, const T* k,
                                 const T* v, const T* sink, T scale, int64_t Bq, int64_t Bk, T* out, T* lse_all) {
@@ -116,6 +116,7 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
       T* O = out + (bh * dm.T + i0) * d;
       for (int64_t c = 0; c < d; ++c)
         for (int64_t r = 0; r < rv; ++r) qt[c * rv + r] = r < rows ? Q[r * d + c] : T(0);
+      if (kend == 0) std::fill(O, O + rows * d, T(0));  // no visible key: zero output
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = std::min(Bk, kend - j0);
         block_gemm(cols, rv, d, scale, K + j0 * d, d, int64_t{1}, qt, rv, T(0), st, rv);  // Sᵀ
@@ -145,9 +146,11 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
           mx.store_unaligned(m + r);
           a.store_unaligned(alpha + r);
         }
-        for (int64_t r = 0; r < rows; ++r)
-          if (alpha[r] != T(1)) map(O + r * d, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
-        block_gemm(rows, d, cols, T(1), st, int64_t{1}, rv, Vv + j0 * d, d, T(1), O, d);  // O += P·V
+        // O = α·O + P·V; the first block writes O (every row: masked keys have P = 0).
+        if (j0 > 0)
+          for (int64_t r = 0; r < rows; ++r)
+            if (alpha[r] != T(1)) map(O + r * d, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
+        block_gemm(rows, d, cols, T(1), st, int64_t{1}, rv, Vv + j0 * d, d, j0 > 0 ? T(1) : T(0), O, d);
       }
       T* lse = lse_all + bh * dm.T + i0;
       for (int64_t r = 0; r < rows; ++r) {
@@ -180,7 +183,11 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   [[maybe_unused]] constexpr T ninf = -std::numeric_limits<T>::infinity();
 
   AttentionForward<T> res;
-  res.out = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
+  constexpr bool transposed_softmax = normalised && !Score::clipped;  // when the head size allows
+  const bool transposed = transposed_softmax && block_gemm_fits<T>(dm.d);
+  // The transposed softmax path writes every element; the others accumulate into zeros.
+  res.out = transposed ? detail::output_empty<T>({dm.B, dm.H, dm.T, dm.d})
+                       : detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
   if constexpr (normalised) res.lse = detail::output_zeros<T>({dm.B, dm.H, dm.T});
   Tensor<T> sink;
   if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
@@ -192,8 +199,8 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
 
   const bool blocked = detail::use_block_gemm<T>(d, Bk);
   const int64_t ldt = detail::round_up(dm.S, simd_width<T>());  // row stride of the transposed keys
-  if constexpr (normalised && !Score::clipped) {
-    if (block_gemm_fits<T>(d)) {
+  if constexpr (transposed_softmax) {
+    if (transposed) {
       detail::softmax_forward_transposed<Score, Mask>(dm, opt, q.data(), k.data(), v.data(),
                                                       Score::has_sink ? sink.data() : nullptr, scale, Bq, Bk,
                                                       res.out.data(), res.lse.data());
