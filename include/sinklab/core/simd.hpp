@@ -48,6 +48,12 @@ inline void apply(const T* x, T* y, int64_t n, F&& f) {
   for (; i + W <= n; i += W) f(batch<T>::load_unaligned(x + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = f(x[i]);
 }
+// y[i] = x[i], inline: for the short rows of head splits and GEMM packing a memcpy call costs
+// more than the copy.
+template <class T>
+inline void copy(const T* x, T* y, int64_t n) {
+  apply(x, y, n, [](auto v) { return v; });
+}
 // y[i] = f(a[i], b[i]).
 template <class T, class F>
 inline void apply(const T* a, const T* b, T* y, int64_t n, F&& f) {

@@ -2,9 +2,9 @@
 // layout of attention [B, heads, T, d_head], as differentiable copies.
 #pragma once
 #include <algorithm>
-#include <cstring>
 
 #include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/core/simd.hpp"
 
 namespace sinklab::nn {
 
@@ -52,13 +52,13 @@ autodiff::Var<T> split_heads(autodiff::Var<T> x, int64_t col0, int64_t heads, in
   const int64_t B = xv.size(0), L = xv.size(1), N = xv.size(2);
   Tensor<T> y = Tensor<T>::empty({B, heads, L, d});
   gather_heads(xv.data(), B, L, N, col0, heads, d, y.data(),
-               [d](const T* src, T* dst, int64_t) { std::memcpy(dst, src, sizeof(T) * static_cast<std::size_t>(d)); });
+               [d](const T* src, T* dst, int64_t) { simd::copy(src, dst, d); });
   return x.tape->record(y, {x}, [x, col0, heads, d, B, L, N](autodiff::Tape<T>& t, const Tensor<T>& g) {
     scatter_heads_grad(t, x, g.data(), B, L, N, col0, heads, d, [d](const T* src, T* dst, int64_t, bool add) {
       if (add)
         for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
       else
-        std::memcpy(dst, src, sizeof(T) * static_cast<std::size_t>(d));
+        simd::copy(src, dst, d);
     });
   });
 }
@@ -74,7 +74,7 @@ autodiff::Var<T> merge_heads(autodiff::Var<T> x) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / H, h = r % H;
       for (int64_t t = 0; t < L; ++t)
-        std::memcpy(y.data() + (b * L + t) * H * d + h * d, xv.data() + (r * L + t) * d, sizeof(T) * d);
+        simd::copy(xv.data() + (r * L + t) * d, y.data() + (b * L + t) * H * d + h * d, d);
     }
   });
   return x.tape->record(y, {x}, [x, B, H, L, d](autodiff::Tape<T>& t, const Tensor<T>& g) {
@@ -87,7 +87,7 @@ autodiff::Var<T> merge_heads(autodiff::Var<T> x) {
           T* dst = gx + (r * L + tt) * d;
           const T* src = g.data() + (b * L + tt) * H * d + h * d;
           if (fresh)
-            std::memcpy(dst, src, sizeof(T) * static_cast<std::size_t>(d));
+            simd::copy(src, dst, d);
           else
             for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
         }

@@ -12,10 +12,10 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
+#include "sinklab/core/simd.hpp"
 #include "sinklab/core/storage.hpp"
 
 namespace sinklab::kernels::cpu {
@@ -103,7 +103,7 @@ struct PackedGemm {
       for (int64_t k = 0; k < kc; ++k) {
         const T* src = B + (k0 + k) * ldb + n0;
         T* dst = Bp + k * NR;
-        std::memcpy(dst, src, sizeof(T) * static_cast<std::size_t>(nc));
+        simd::copy(src, dst, nc);
         for (int64_t j = nc; j < NR; ++j) dst[j] = T(0);
       }
     } else {  // op(B)[k, n] = B[n·ldb + k]: read rows of B, write columns of the panel
