@@ -117,7 +117,8 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
     return;
   }
   constexpr int64_t kRowAlign = 6, kMinRows = 60, kColAlign = 64;  // the packed micro-kernel's MR and NR
-  const int64_t want = 4 * int64_t{threads};
+  constexpr int64_t kMaxTiles = 64;
+  const int64_t want = std::min<int64_t>(4 * int64_t{threads}, kMaxTiles);
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinRows, 1, want);
   const int64_t col_tiles = std::clamp<int64_t>((want + row_tiles - 1) / row_tiles, 1, (N + kColAlign - 1) / kColAlign);
   const int64_t rows = ((M + row_tiles - 1) / row_tiles + kRowAlign - 1) / kRowAlign * kRowAlign;
@@ -135,10 +136,23 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
         for (int64_t j = j0; j < j1; ++j)
           Packed::pack_panel(tb == Trans::T, B, ldb, K, N, j / panels, j % panels, packed.get());
       });
+      // Split by rows only, the tiles shrink (sizes ∝ mt, mt − 1, …, 1) and are claimed in that
+      // order: the thread that finishes first then waits for a small tile at most, where equal
+      // tiles left it idle for half a tile per product on average.
+      int64_t starts[2 * kMaxTiles + 1];
+      if (nt == 1) {
+        const int64_t total = mt * (mt + 1) / 2;
+        starts[0] = 0;
+        for (int64_t t = 0; t < mt; ++t) {
+          const int64_t size = (M * (mt - t) / total + kRowAlign - 1) / kRowAlign * kRowAlign;
+          starts[t + 1] = t + 1 == mt ? M : std::min(M, starts[t] + std::max(size, kRowAlign));
+        }
+      }
       parallel_for(0, mt * nt, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-          const int64_t i0 = (t / nt) * rows, j0 = (t % nt) * cols;
-          const int64_t m = std::min(rows, M - i0), n = std::min(cols, N - j0);
+          const int64_t i0 = nt == 1 ? starts[t] : (t / nt) * rows, j0 = (t % nt) * cols;
+          const int64_t m = nt == 1 ? starts[t + 1] - i0 : std::min(rows, M - i0), n = std::min(cols, N - j0);
+          if (m <= 0) continue;
           const T* a = ta == Trans::N ? A + i0 * lda : A + i0;
           Packed::run_packed(ta == Trans::T, m, n, K, N, j0, alpha, a, lda, packed.get(), beta, C + i0 * ldc + j0, ldc);
         }
