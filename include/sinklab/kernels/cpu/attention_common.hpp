@@ -23,7 +23,7 @@ namespace sinklab::kernels::cpu {
 struct AttentionOptions {
   double scale = 0.0;          // multiplies q·k before the score function; 0 means 1/√d_head
   Tensor<int64_t> kv_lengths;  // [B] keys per batch entry (padding at the end); undefined: all S
-  // Blocks of the fused kernels. 32 × 128 beat 64 × 64 by 5–15% forward and 3–10% backward for
+  // Blocks of the fused kernels. 32 × 128 beat 64 × 64 by 5–15% forward and 3–11% backward for
   // d_head 32–64 and T 128–1024 (more query tasks to balance, half the per-row softmax passes).
   int64_t block_q = 32;   // rows of a query block
   int64_t block_k = 128;  // keys of a key block
