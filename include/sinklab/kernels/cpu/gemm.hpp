@@ -100,9 +100,9 @@ void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
 // dynamically (a preempted thread holds up the others for one tile at most). Eigen's own
 // threading shares the packing of A and spin-waits for the other threads, which collapses when
 // another process holds a core; tiles never wait for each other. The grid has about 4 tiles per
-// thread: rows are split first (a row tile repacks its columns of B, 1/rows of its work), then
-// columns in whole packed panels. Products whose K is the longest side and at least twice M
-// (weight gradients: K is the tokens) are split along K instead (gemm_split_k).
+// thread: rows are split first (the row tiles share one packing of op(B)), then columns in whole
+// packed panels. Products whose K is the longest side and at least twice M (weight gradients: K
+// is the tokens) are split along K instead (gemm_split_k).
 template <class T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -139,7 +139,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
       // Split by rows only, the tiles shrink (sizes ∝ mt, mt − 1, …, 1) and are claimed in that
       // order: the thread that finishes first then waits for a small tile at most, where equal
       // tiles left it idle for half a tile per product on average.
-      int64_t starts[2 * kMaxTiles + 1];
+      int64_t starts[kMaxTiles + 1];  // mt ≤ row tiles ≤ want ≤ kMaxTiles
       if (nt == 1) {
         const int64_t total = mt * (mt + 1) / 2;
         starts[0] = 0;
