@@ -97,6 +97,21 @@ struct PackedGemm {
     }
   }
 
+  // One K slice: C[:, 0 : n) (+)= A[:, slice]·Bp for np = ⌈n/NR⌉ packed panels [kc, NR] laid out
+  // one after the other, the rows in blocks that keep their slice of A in L2 while every panel
+  // passes over them.
+  static void slice(int64_t M, int64_t n, int64_t kc, const T* A, int64_t sai, int64_t sak, const T* Bp, T alpha,
+                    T beta, T* C, int64_t ldc) {
+    constexpr int64_t MC = 16 * MR;
+    const int64_t np = (n + NR - 1) / NR;
+    for (int64_t i0 = 0; i0 < M; i0 += MC) {
+      const int64_t mc = std::min(MC, M - i0);
+      for (int64_t p = 0; p < np; ++p)
+        rows(mc, kc, A + i0 * sai, sai, sak, Bp + p * kc * NR, alpha, beta, C + i0 * ldc + p * NR, ldc,
+             std::min(NR, n - p * NR));
+    }
+  }
+
   // Packs op(B)[k0 : k0 + kc, n0 : n0 + nc] into Bp [kc, NR], zero-padding columns nc..NR−1.
   static void pack(bool trans_b, const T* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0, int64_t nc, T* Bp) {
     if (!trans_b) {  // op(B)[k, n] = B[k·ldb + n]
@@ -128,18 +143,11 @@ struct PackedGemm {
   static void run_packed(bool trans_a, int64_t M, int64_t n, int64_t K, int64_t N, int64_t n0, T alpha, const T* A,
                          int64_t lda, const T* Bp, T beta, T* C, int64_t ldc) {
     const int64_t sai = trans_a ? 1 : lda, sak = trans_a ? lda : 1;
-    const int64_t panels = (N + NR - 1) / NR, p0 = n0 / NR, np = (n + NR - 1) / NR;
+    const int64_t panels = (N + NR - 1) / NR, p0 = n0 / NR;
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
       const int64_t kc = std::min(KC, K - k0);
-      const T* slice = Bp + k0 * panels * NR;
-      const T b = k0 == 0 ? beta : T(1);
-      constexpr int64_t MC = 16 * MR;
-      for (int64_t i0 = 0; i0 < M; i0 += MC) {
-        const int64_t mc = std::min(MC, M - i0);
-        for (int64_t p = 0; p < np; ++p)
-          rows(mc, kc, A + i0 * sai + k0 * sak, sai, sak, slice + (p0 + p) * kc * NR, alpha, b, C + i0 * ldc + p * NR,
-               ldc, std::min(NR, n - p * NR));
-      }
+      slice(M, n, kc, A + k0 * sak, sai, sak, Bp + k0 * panels * NR + p0 * kc * NR, alpha, k0 == 0 ? beta : T(1), C,
+            ldc);
     }
   }
 
@@ -166,17 +174,8 @@ struct PackedGemm {
           const int64_t n0 = (p0 + p) * NR;
           pack(trans_b, B, ldb, k0, kc, n0, std::min(NR, N - n0), Bp + p * kc * NR);
         }
-        const T b = k0 == 0 ? beta : T(1);
-        // Rows in blocks that keep their slice of A in L2 while every panel passes over them.
-        constexpr int64_t MC = 16 * MR;
-        for (int64_t i0 = 0; i0 < M; i0 += MC) {
-          const int64_t mc = std::min(MC, M - i0);
-          for (int64_t p = 0; p < np; ++p) {
-            const int64_t n0 = (p0 + p) * NR;
-            rows(mc, kc, A + i0 * sai + k0 * sak, sai, sak, Bp + p * kc * NR, alpha, b, C + i0 * ldc + n0, ldc,
-                 std::min(NR, N - n0));
-          }
-        }
+        slice(M, std::min(np * NR, N - p0 * NR), kc, A + k0 * sak, sai, sak, Bp, alpha, k0 == 0 ? beta : T(1),
+              C + p0 * NR, ldc);
       }
     }
   }
