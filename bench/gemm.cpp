@@ -5,7 +5,10 @@
 // backward g·Wᵀ and xᵀ·g of every projection), each labelled with its layer and transposes.
 //
 //   gemm [--threads 2] [--trials 7] [--min-time 0.2] [--sizes 128,256,512,1024,2048]
-//        [--model small|large]
+//        [--model small|large] [--cold]
+//
+// --cold evicts the operands from every cache level before each call (timed one call at a time),
+// as inside a training step, where a product's inputs were written many megabytes earlier.
 //
 // OpenBLAS 0.3.21 misdetects this CPU (Sapphire Rapids) and must be told its core type through
 // OPENBLAS_CORETYPE before the library loads, so without it the program re-executes itself
@@ -13,6 +16,7 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +41,7 @@ struct Args {
   double min_time = 0.2;
   std::vector<int64_t> sizes{128, 256, 512, 1024, 2048};
   std::string model;  // "small" or "large": the decoder's shapes instead of squares
+  bool cold = false;  // evict the operands from cache before each (individually timed) call
 };
 
 // One product C[M, N] = op(A)·op(B) with inner dimension K.
@@ -79,6 +84,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--trials" && has_value) a.trials = std::atoi(argv[++i]);
     else if (k == "--min-time" && has_value) a.min_time = std::atof(argv[++i]);
     else if (k == "--model" && has_value) a.model = argv[++i];
+    else if (k == "--cold") a.cold = true;
     else if (k == "--sizes" && has_value) {
       a.sizes.clear();
       std::string s = argv[++i];
@@ -89,7 +95,7 @@ Args parse(int argc, char** argv) {
         p = q + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large] [--cold]\n", argv[0]);
       std::exit(2);
     }
   }
@@ -104,6 +110,30 @@ Args parse(int argc, char** argv) {
 // cycles, ~0.1 s); a pause when switching library keeps one's spinning threads from stealing
 // the cores of the other, whose threads wait on each other and slow down badly on 2 cores.
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(250)); }
+
+// Writes and reads a buffer larger than the last-level cache (260 MiB here), so the next call
+// finds its operands in memory only.
+void evict_caches() {
+  static std::vector<float> sweep(96u << 20, 0.f);  // 384 MiB
+  float sum = 0;
+  for (std::size_t i = 0; i < sweep.size(); i += 16) sum += (sweep[i] += 1.f);
+  static volatile float sink;
+  sink = sum;
+}
+
+// Calls per second, each call timed alone after evict_caches() (median of `calls`).
+template <class F>
+double cold_calls_per_second(F&& f, int calls) {
+  std::vector<double> seconds;
+  for (int i = 0; i < calls; ++i) {
+    evict_caches();
+    const double t0 = bench::now_seconds();
+    f();
+    seconds.push_back(bench::now_seconds() - t0);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return 1.0 / seconds[seconds.size() / 2];
+}
 
 }  // namespace
 
@@ -132,8 +162,13 @@ int main(int argc, char** argv) {
   const double peak = bench::fma_peak_gflops(args.threads);
   std::printf("FMA peak (%d threads, %zu-lane xsimd FMA chains): %.1f GFLOP/s\n", args.threads,
               xsimd::batch<float>::size, peak);
-  std::printf("each figure: %d interleaved trials of >= %.2f s; best and median GFLOP/s\n\n", args.trials,
-              args.min_time);
+  if (args.cold)
+    std::printf("each figure: %d interleaved trials of 9 calls, each after evicting all caches (median call); best "
+                "and median trial GFLOP/s\n\n",
+                args.trials);
+  else
+    std::printf("each figure: %d interleaved trials of >= %.2f s; best and median GFLOP/s\n\n", args.trials,
+                args.min_time);
   std::printf("%-28s | %13s %13s %6s | %13s %13s %6s | %9s | %12s\n", args.model.empty() ? "N" : "M x N x K",
               "sinklab best", "sinklab med", "%peak", "OpenBLAS best", "OpenBLAS med", "%peak", "sl/OB", "max rel diff");
 
@@ -171,9 +206,12 @@ int main(int argc, char** argv) {
     std::vector<double> sl, ob;
     for (int t = 0; t < args.trials; ++t) {
       settle();
-      sl.push_back(bench::calls_per_second(run_sinklab, args.min_time) * flops * 1e-9);
+      sl.push_back((args.cold ? cold_calls_per_second(run_sinklab, 9) : bench::calls_per_second(run_sinklab, args.min_time)) *
+                   flops * 1e-9);
       settle();
-      ob.push_back(bench::calls_per_second(run_openblas, args.min_time) * flops * 1e-9);
+      ob.push_back(
+          (args.cold ? cold_calls_per_second(run_openblas, 9) : bench::calls_per_second(run_openblas, args.min_time)) *
+          flops * 1e-9);
     }
     const double sl_best = bench::best_of(sl), ob_best = bench::best_of(ob);
     sl_seconds += flops * 1e-9 / sl_best;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "sinklab/nn/projection.hpp"
 #include "sinklab/policy/ffn.hpp"
 #include "sinklab/policy/residual.hpp"
 
@@ -116,6 +117,70 @@ TEST_CASE("ffn::SwiGLU equals silu(x·W_gate) ⊙ (x·W_up) · W_down with W_gat
       }
       CHECK(y(r, j) == doctest::Approx(acc).epsilon(1e-12));
     }
+}
+
+TEST_CASE("ffn::glu_mlp equals act_mul_halves(x·W_up)·W_down in value and every gradient (threaded GEMMs)") {
+  // 300 rows: the GEMMs run on both threads, the activations in their row epilogues.
+  Rng rng(6);
+  const Tensor<float> x = rng.normal<float>({2, 150, 64}), wu = rng.normal<float>({64, 200}, 0, 0.2f),
+                      wd = rng.normal<float>({100, 48}, 0, 0.2f), seed = rng.normal<float>({2, 150, 48});
+  auto run = [&](bool fused, bool sigmoid) {
+    Tape<float> t;
+    auto xv = t.leaf(x), u = t.leaf(wu), d = t.leaf(wd);
+    Var<float> y;
+    if (fused) y = sigmoid ? ffn::glu_mlp<ffn::act::Sigmoid>(xv, u, d) : ffn::glu_mlp<ffn::act::Silu>(xv, u, d);
+    else {
+      auto ab = matmul(xv, u);
+      y = matmul(sigmoid ? ffn::act_mul_halves<ffn::act::Sigmoid>(ab) : ffn::act_mul_halves<ffn::act::Silu>(ab), d);
+    }
+    // x also reaches the output directly: its gradient gets a second contribution.
+    auto out = y + slice(xv, 2, 0, 48);
+    t.backward(sum(out * t.constant(seed)));
+    return std::vector<Tensor<float>>{out.value(), xv.grad(), u.grad(), d.grad()};
+  };
+  for (bool sigmoid : {false, true}) {
+    const auto want = run(false, sigmoid), got = run(true, sigmoid);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      REQUIRE(got[i].shape() == want[i].shape());
+      double worst = 0, scale = 0;
+      for (int64_t j = 0; j < want[i].numel(); ++j) {
+        worst = std::max(worst, static_cast<double>(std::abs(got[i].data()[j] - want[i].data()[j])));
+        scale = std::max(scale, static_cast<double>(std::abs(want[i].data()[j])));
+      }
+      CHECK_MESSAGE(worst <= 1e-5 * scale, "output ", i, " (value, dx, dW_up, dW_down), sigmoid ", sigmoid,
+                    ": worst difference ", worst, " at scale ", scale);
+    }
+  }
+}
+
+TEST_CASE("ffn: the GLU forms stay composed under a projection-input hook and with biases") {
+  Rng rng(7);
+  ffn::Options o;
+  o.hidden = 9;
+  ffn::SwiGLU::Module<double> f("f", 6, rng, o);
+  const Tensor<double> x = randn({4, 6}, 8);
+  Tape<double> t;
+  const Tensor<double> fused = f(t, t.constant(x)).value();
+  int calls = 0;
+  const nn::ProjectionInputHook<double> hook = [&](Tape<double>&, Var<double> v, const nn::ProjectionSite<double>&) {
+    ++calls;
+    return v;
+  };
+  {
+    nn::ProjectionInputScope<double> scope(hook);
+    const Tensor<double> composed = f(t, t.constant(x)).value();
+    for (int64_t i = 0; i < x.numel(); ++i) CHECK(composed.data()[i] == doctest::Approx(fused.data()[i]).epsilon(1e-12));
+  }
+  CHECK(calls == 2);  // the hook saw the inputs of both projections
+  o.bias = true;
+  ffn::GLU::Module<double> b("b", 6, rng, o);
+  auto y = b(t, t.constant(x));
+  CHECK(y.shape() == Shape{4, 6});
+  CHECK_THROWS_WITH_AS(ffn::glu_mlp<ffn::act::Silu>(t.constant(x), t.constant(Tensor<double>::zeros({6, 9})),
+                                                    t.constant(Tensor<double>::zeros({4, 6}))),
+                       doctest::Contains("glu_mlp<silu>: input [4, 6], up-projection [6, 9] and down-projection [4, 6] "
+                                         "do not fit"),
+                       Error);
 }
 
 TEST_CASE("ffn: default widths, zero-init output, float vs double, errors") {

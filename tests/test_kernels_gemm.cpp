@@ -43,8 +43,11 @@ std::vector<double> naive(bool ta, bool tb, int64_t M, int64_t N, int64_t K, dou
   return out;
 }
 
+// With `epilogue`, the product also runs a row epilogue that copies each row block it is given:
+// every row must be handed over exactly once, and only when final (the copy equals the result).
 template <class T>
-void check_gemm(int64_t M, int64_t N, int64_t K, bool ta, bool tb, T alpha, T beta, bool packed_only) {
+void check_gemm(int64_t M, int64_t N, int64_t K, bool ta, bool tb, T alpha, T beta, bool packed_only,
+                bool epilogue = false) {
   const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;  // padded strides
   const auto A = random_vector<T>((ta ? K : M) * lda, 1 + M);
   const auto B = random_vector<T>((tb ? N : K) * ldb, 2 + N);
@@ -53,11 +56,32 @@ void check_gemm(int64_t M, int64_t N, int64_t K, bool ta, bool tb, T alpha, T be
     for (int64_t i = 0; i < M; ++i) C[i * ldc] = std::numeric_limits<T>::quiet_NaN();  // must not be read
   const auto want = naive(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   auto got = C;
+  std::vector<T> copied(got.size(), T(0));
+  std::vector<std::atomic<int>> handed(static_cast<std::size_t>(M));
+  RowEpilogue ep;
+  if (epilogue)
+    ep = [&](int64_t r0, int64_t r1) {
+      REQUIRE((0 <= r0 && r0 < r1 && r1 <= M));
+      for (int64_t i = r0; i < r1; ++i) {
+        handed[static_cast<std::size_t>(i)].fetch_add(1);
+        for (int64_t j = 0; j < N; ++j) copied[i * ldc + j] = got[i * ldc + j];
+      }
+    };
   if (packed_only)
-    gemm_packed(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, got.data(), ldc);
+    gemm_packed(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, got.data(), ldc, ep);
   else
     gemm(ta ? Trans::T : Trans::N, tb ? Trans::T : Trans::N, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta,
-         got.data(), ldc);
+         got.data(), ldc, ep);
+  if (epilogue) {
+    int wrong_count = 0;
+    bool copies_equal = true;
+    for (int64_t i = 0; i < M; ++i) {
+      wrong_count += handed[static_cast<std::size_t>(i)].load() != 1;
+      for (int64_t j = 0; j < N; ++j) copies_equal = copies_equal && copied[i * ldc + j] == got[i * ldc + j];
+    }
+    CHECK_MESSAGE(wrong_count == 0, "M=", M, " N=", N, " K=", K, ": ", wrong_count, " rows not handed over exactly once");
+    CHECK_MESSAGE(copies_equal, "M=", M, " N=", N, " K=", K, ": a row was handed over before it was final");
+  }
   const double tol = std::is_same_v<T, float> ? 1e-4 * std::sqrt(static_cast<double>(K)) : 1e-11;
   double worst = 0;
   for (int64_t i = 0; i < M; ++i)
@@ -86,6 +110,24 @@ TEST_CASE_TEMPLATE("gemm: packed kernel and threaded gemm equal a naive product 
           }
   }
   set_num_threads(2);
+}
+
+TEST_CASE_TEMPLATE("gemm: a row epilogue gets every row of C once, when final, on every path", T, float, double) {
+  // Tiny (Eigen), row tiles sharing one packing, one tile, split along K, and column blocks over
+  // K slices (single-threaded packed kernel).
+  const int64_t sizes[][3] = {{5, 7, 3}, {300, 200, 150}, {100, 300, 200}, {40, 70, 1100}, {250, 600, 520}};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& s : sizes)
+      for (bool ta : {false, true})
+        for (T beta : {T(0), T(1)}) {
+          check_gemm<T>(s[0], s[1], s[2], ta, false, T(1), beta, false, true);
+          check_gemm<T>(s[0], s[1], s[2], ta, true, T(1), beta, true, true);
+        }
+  }
+  set_num_threads(2);
+  // Row tiles that pack their own columns of B (op(B) over 16 MiB): tile rows offset into C.
+  if constexpr (std::is_same_v<T, float>) check_gemm<T>(124, 4100, 1030, false, false, T(1), T(0), false, true);
 }
 
 TEST_CASE_TEMPLATE("gemm: a long K with few rows takes C's columns in blocks over the K slices", T, float, double) {

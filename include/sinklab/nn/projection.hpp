@@ -46,6 +46,13 @@ class ProjectionInputScope {
   const ProjectionInputHook<T>* previous_;
 };
 
+// Whether a hook is installed on this thread: a fused layer that would hide a projection's input
+// from it (ffn::glu_mlp's hidden activations) takes its composed form instead.
+template <class T>
+bool projection_input_hooked() {
+  return detail::projection_input_hook<T>() != nullptr;
+}
+
 // x as the projection with `weight` should see it.
 template <class T>
 autodiff::Var<T> projection_input(autodiff::Tape<T>& tape, autodiff::Var<T> x, autodiff::Parameter<T>& weight,

@@ -8,7 +8,8 @@
 //
 // The GLU forms use ONE up-projection `gate_up` of shape [d, 2h] (columns 0..h−1 are W_gate,
 // h..2h−1 are W_up; split them this way when exchanging checkpoints with separate gate/up
-// matrices) and one fused node for act(a) ⊙ b (glu_gate.hpp). A policy's module is
+// matrices) and one fused node for act(a) ⊙ b (glu_gate.hpp); without biases the whole block is
+// one node (glu_mlp). A policy's module is
 // `P::Module<T>(prefix, dim, rng, ffn::Options)`, called as ffn(tape, x) (nn convention).
 //
 // Options::zero_init_output starts the output projection at 0 (ExoFormer's / modded-nanogpt's
@@ -68,6 +69,9 @@ struct GatedModule {
   }
   Var<T> forward(const char* kind, Tape<T>& tape, Var<T> x) {
     check_input(kind, name, x, dim);
+    // One fused node unless biases or a projection-input hook need the composed form.
+    if (!gate_up.has_bias() && !down.has_bias() && !nn::projection_input_hooked<T>())
+      return glu_mlp<Act>(x, tape.param(gate_up.weight), tape.param(down.weight));
     return down(tape, act_mul_halves<Act>(gate_up(tape, x)));
   }
   template <class V>

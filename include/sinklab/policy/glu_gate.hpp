@@ -5,6 +5,12 @@
 //   act_mul<Act>(a, b)       a, b of equal shape [..., h]
 //   act_mul_halves<Act>(ab)  ab [..., 2h] from ONE up-projection GEMM: a = ab[..., :h] (the gate
 //                            half, columns 0..h−1) and b = ab[..., h:] (the linear half) → [..., h]
+//   glu_mlp<Act>(x, w_up, w_down)
+//                            the whole GLU feed-forward act_mul_halves(x·w_up)·w_down as one node:
+//                            the activation runs in the up GEMM's row epilogue and its backward in
+//                            that of the GEMM producing the hidden gradient (written in place into
+//                            the gradient of ab), so neither ab nor the hidden gradient makes an
+//                            extra trip through memory. Same values and gradients as the composition.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -12,6 +18,7 @@
 
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/core/parallel.hpp"
+#include "sinklab/kernels/cpu/gemm.hpp"
 #include "sinklab/policy/norm_kernels.hpp"
 
 namespace sinklab::ffn {
@@ -133,6 +140,56 @@ autodiff::Var<T> act_mul_halves(autodiff::Var<T> ab) {
     kernels::act_mul_backward<Act>(v.data(), w, v.data() + h, w, g.data(), h, gab.data(), w, gab.data() + h, w, rows,
                                    h);
     t.accumulate(ab, std::move(gab));
+  });
+}
+
+// x [..., d] · w_up [d, 2h] → act(a) ⊙ b [..., h] · w_down [h, n] → [..., n]
+template <class Act, class T>
+autodiff::Var<T> glu_mlp(autodiff::Var<T> x, autodiff::Var<T> w_up, autodiff::Var<T> w_down) {
+  using autodiff::Tape;
+  using sinklab::kernels::cpu::gemm;
+  using sinklab::kernels::cpu::Trans;
+  SINKLAB_CHECK(x.tape == w_up.tape && x.tape == w_down.tape && x.tape, "glu_mlp<", Act::name,
+                ">: operands come from different tapes");
+  const Tensor<T> xv = x.value(), wu = w_up.value(), wd = w_down.value();
+  SINKLAB_CHECK(xv.rank() >= 1 && wu.rank() == 2 && wd.rank() == 2 && wu.shape()[0] == xv.shape()[-1] &&
+                    wu.shape()[1] % 2 == 0 && wd.shape()[0] * 2 == wu.shape()[1],
+                "glu_mlp<", Act::name, ">: input ", xv.shape(), ", up-projection ", wu.shape(), " and down-projection ",
+                wd.shape(), " do not fit: expected [..., d], [d, 2h] and [h, n]");
+  const int64_t d = wu.shape()[0], w = wu.shape()[1], h = w / 2, n = wd.shape()[1], rows = xv.numel() / d;
+  Tensor<T> ab = Tensor<T>::empty(xv.shape().with(-1, w));
+  Tensor<T> hid = Tensor<T>::empty(xv.shape().with(-1, h));
+  T* const abp = ab.data();
+  T* const hp = hid.data();
+  gemm(Trans::N, Trans::N, rows, w, d, T(1), xv.data(), d, wu.data(), w, T(0), abp, w, [=](int64_t r0, int64_t r1) {
+    kernels::act_mul_forward<Act>(abp + r0 * w, w, abp + r0 * w + h, w, hp + r0 * h, h, r1 - r0, h);
+  });
+  Tensor<T> y = Tensor<T>::empty(xv.shape().with(-1, n));
+  gemm(Trans::N, Trans::N, rows, n, h, T(1), hp, h, wd.data(), n, T(0), y.data(), n);
+  return x.tape->record(y, {x, w_up, w_down}, [=](Tape<T>& t, const Tensor<T>& g) {
+    bool fresh = false;  // a first contribution is written (beta 0), later ones added (beta 1)
+    if (w_down.requires_grad()) {  // dW_down += hᵀ·g
+      T* gwd = t.grad_buffer(w_down, fresh).data();
+      gemm(Trans::T, Trans::N, h, n, rows, T(1), hid.data(), h, g.data(), n, fresh ? T(0) : T(1), gwd, n);
+    }
+    if (!x.requires_grad() && !w_up.requires_grad()) return;
+    // The hidden gradient g·W_downᵀ goes into the first half of gab; each finished block of rows
+    // then becomes [da | db] in place (act_mul_backward reads an element before writing it).
+    Tensor<T> gab = Tensor<T>::empty(ab.shape());
+    T* const gp = gab.data();
+    const T* const av = ab.data();
+    gemm(Trans::N, Trans::T, rows, h, n, T(1), g.data(), n, wd.data(), n, T(0), gp, w, [=](int64_t r0, int64_t r1) {
+      const int64_t o = r0 * w;
+      kernels::act_mul_backward<Act>(av + o, w, av + o + h, w, gp + o, w, gp + o, w, gp + o + h, w, r1 - r0, h);
+    });
+    if (x.requires_grad()) {  // dx += gab·W_upᵀ
+      T* gx = t.grad_buffer(x, fresh).data();
+      gemm(Trans::N, Trans::T, rows, d, w, T(1), gp, w, wu.data(), w, fresh ? T(0) : T(1), gx, d);
+    }
+    if (w_up.requires_grad()) {  // dW_up += xᵀ·gab
+      T* gwu = t.grad_buffer(w_up, fresh).data();
+      gemm(Trans::T, Trans::N, d, w, rows, T(1), xv.data(), d, gp, w, fresh ? T(0) : T(1), gwu, w);
+    }
   });
 }
 

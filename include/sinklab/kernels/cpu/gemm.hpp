@@ -27,7 +27,7 @@ inline const bool eigen_single_threaded = [] {
 
 template <class T>
 void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-                 int64_t ldb, T beta, T* C, int64_t ldc) {
+                 int64_t ldb, T beta, T* C, int64_t ldc, const RowEpilogue& ep = {}) {
   using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CMap = Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
   using MMap = Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
@@ -35,6 +35,7 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
   if (K == 0) {
     if (beta == T(0)) c.setZero();
     else c *= beta;
+    if (ep) ep(0, M);
     return;
   }
   // Products of some size take the register-blocked kernel (gemm_packed.hpp): 5–15% faster than
@@ -42,7 +43,7 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
   // first. Tiny ones stay with Eigen, whose setup costs less.
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= 32.0 * 32 * 32 && M >= 4) {
-      gemm_packed(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      gemm_packed(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
       return;
     }
   }
@@ -61,6 +62,7 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
   else if (ta == Trans::N) run(a, b.transpose());
   else if (tb == Trans::N) run(a.transpose(), b);
   else run(a.transpose(), b.transpose());
+  if (ep) ep(0, M);
 }
 }  // namespace detail
 
@@ -72,7 +74,7 @@ namespace detail {
 // product by one slice at most: the other thread claims the remaining slices.
 template <class T>
 void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-                  int64_t ldb, T beta, T* C, int64_t ldc, int64_t parts) {
+                  int64_t ldb, T beta, T* C, int64_t ldc, int64_t parts, const RowEpilogue& ep) {
   const int64_t step = (K + parts - 1) / parts;
   parts = (K + step - 1) / step;
   std::shared_ptr<T[]> scratch = allocate_host<T>(static_cast<std::size_t>((parts - 1) * M * N));
@@ -92,6 +94,7 @@ void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
         const T* s = scratch.get() + ((p - 1) * M + i) * N;
         for (int64_t j = 0; j < N; ++j) c[j] += s[j];
       }
+    if (ep) ep(r0, r1);
   });
 }
 }  // namespace detail
@@ -103,24 +106,29 @@ void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
 // thread: rows are split first (the row tiles share one packing of op(B)), then columns in whole
 // packed panels. Products whose K is the longest side and at least twice M (weight gradients: K
 // is the tokens) are split along K instead (gemm_split_k).
+//
+// A row epilogue ep(r0, r1) (gemm_packed.hpp) is called, possibly on several threads at once, for
+// disjoint blocks of rows covering [0, M), each as soon as its rows of C are final; with one, C
+// is split by rows only.
 template <class T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
+          int64_t ldb, T beta, T* C, int64_t ldc, const RowEpilogue& ep = {}) {
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (threads <= 1 || in_parallel_region() || flops < 2.0 * 64 * 64 * 64) {
-    detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
     return;
   }
   if (K >= 2 * M && K >= N && K >= 256 * int64_t{threads}) {
-    detail::gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int64_t{threads});
+    detail::gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int64_t{threads}, ep);
     return;
   }
   constexpr int64_t kRowAlign = 6, kMinRows = 60, kColAlign = 64;  // the packed micro-kernel's MR and NR
   constexpr int64_t kMaxTiles = 64;
   const int64_t want = std::min<int64_t>(4 * int64_t{threads}, kMaxTiles);
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinRows, 1, want);
-  const int64_t col_tiles = std::clamp<int64_t>((want + row_tiles - 1) / row_tiles, 1, (N + kColAlign - 1) / kColAlign);
+  const int64_t col_tiles =
+      ep ? 1 : std::clamp<int64_t>((want + row_tiles - 1) / row_tiles, 1, (N + kColAlign - 1) / kColAlign);
   const int64_t rows = ((M + row_tiles - 1) / row_tiles + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t cols = ((N + col_tiles - 1) / col_tiles + kColAlign - 1) / kColAlign * kColAlign;
   const int64_t mt = (M + rows - 1) / rows, nt = (N + cols - 1) / cols;
@@ -154,7 +162,8 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
           const int64_t m = nt == 1 ? starts[t + 1] - i0 : std::min(rows, M - i0), n = std::min(cols, N - j0);
           if (m <= 0) continue;
           const T* a = ta == Trans::N ? A + i0 * lda : A + i0;
-          Packed::run_packed(ta == Trans::T, m, n, K, N, j0, alpha, a, lda, packed.get(), beta, C + i0 * ldc + j0, ldc);
+          Packed::run_packed(ta == Trans::T, m, n, K, N, j0, alpha, a, lda, packed.get(), beta, C + i0 * ldc + j0, ldc,
+                             ep ? &ep : nullptr, i0);
         }
       });
       return;
@@ -166,7 +175,9 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
       const int64_t m = std::min(rows, M - i0), n = std::min(cols, N - j0);
       const T* a = ta == Trans::N ? A + i0 * lda : A + i0;
       const T* b = tb == Trans::N ? B + j0 : B + j0 * ldb;
-      detail::gemm_serial(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
+      RowEpilogue tile_ep;  // nt == 1 here when ep is set: the tile's rows are whole rows of C
+      if (ep) tile_ep = [&ep, i0](int64_t r0, int64_t r1) { ep(i0 + r0, i0 + r1); };
+      detail::gemm_serial(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc, tile_ep);
     }
   });
 }
