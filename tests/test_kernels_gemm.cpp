@@ -126,6 +126,8 @@ TEST_CASE_TEMPLATE("gemm: a row epilogue gets every row of C once, when final, o
         }
   }
   set_num_threads(2);
+  // Shared packing with wide C: each row tile runs in several row blocks (C's block kept in L2).
+  for (T beta : {T(0), T(1)}) check_gemm<T>(250, 1400, 300, false, false, T(1), beta, false, true);
   // Row tiles that pack their own columns of B (op(B) over 16 MiB): tile rows offset into C.
   if constexpr (std::is_same_v<T, float>) check_gemm<T>(124, 4100, 1030, false, false, T(1), T(0), false, true);
 }

@@ -161,10 +161,17 @@ struct PackedGemm {
                          int64_t row0 = 0) {
     const int64_t sai = trans_a ? 1 : lda, sak = trans_a ? lda : 1;
     const int64_t panels = (N + NR - 1) / NR, p0 = n0 / NR;
-    for (int64_t k0 = 0; k0 < K; k0 += KC) {
-      const int64_t kc = std::min(KC, K - k0);
-      slice(M, n, kc, A + k0 * sak, sai, sak, Bp + k0 * panels * NR + p0 * kc * NR, alpha, k0 == 0 ? beta : T(1), C,
-            ldc, k0 + KC >= K ? ep : nullptr, row0);
+    // Rows in blocks whose C stays in L2 over all K slices, so C makes one trip through memory
+    // instead of one per slice (a 2048 × 1376 output of K = 256 is 11 MiB, twice); op(B),
+    // packed once, is reread from L2 for each block instead.
+    const int64_t mc = std::clamp<int64_t>(CBytes / 2 / (n * static_cast<int64_t>(sizeof(T))) / MR * MR, MR, 16 * MR);
+    for (int64_t i0 = 0; i0 < M; i0 += mc) {
+      const int64_t m = std::min(mc, M - i0);
+      for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = std::min(KC, K - k0);
+        slice(m, n, kc, A + i0 * sai + k0 * sak, sai, sak, Bp + k0 * panels * NR + p0 * kc * NR, alpha,
+              k0 == 0 ? beta : T(1), C + i0 * ldc, ldc, k0 + KC >= K ? ep : nullptr, row0 + i0);
+      }
     }
   }
 
