@@ -2,6 +2,7 @@
 // a probe that sees every layer, and training on a repetitive sequence.
 #include <doctest/doctest.h>
 
+#include "model_testing.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
 
@@ -22,23 +23,11 @@ nn::ModelConfig tiny() {
   return c;
 }
 
-template <class M>
-void randomise(M& m, uint64_t seed) {
-  Rng rng(seed);
-  m.parameters([&](Parameter<double>& p) {
-    Tensor<double> r = rng.normal<double>(p.shape(), 0.0, 0.3);
-    const bool gain = p.name.find("norm") != std::string::npos && p.name.find("gate") == std::string::npos;
-    if (gain && p.name.find("bias") == std::string::npos)
-      for (int64_t i = 0; i < r.numel(); ++i) r.data()[i] += 1.0;
-    p.value.copy_from(r);
-  });
-}
-
 template <class Model>
 void check_model(nn::ModelConfig cfg, uint64_t seed, typename Model::template Module<double>* out = nullptr) {
   Rng rng(seed);
   typename Model::template Module<double> model("", cfg, rng);
-  randomise(model, seed + 1);
+  model_test::randomise(model, seed + 1);
   auto ids = Tensor<int32_t>::from({2, 4}, {0, 3, 6, 1, 2, 2, 5, 4});
   auto tg = Tensor<int32_t>::from({2, 4}, {3, 6, 1, -100, 2, 5, 4, 0});
   auto params = nn::parameter_list<double>(model);

@@ -2,6 +2,7 @@
 // the probe, shape errors, and learning a trivially separable toy.
 #include <doctest/doctest.h>
 
+#include "model_testing.hpp"
 #include "sinklab/nn/vit.hpp"
 #include "sinklab/optim/adamw.hpp"
 
@@ -26,23 +27,11 @@ nn::VitConfig tiny(int64_t channels = 1) {
   return c;
 }
 
-template <class M>
-void randomise(M& m, uint64_t seed) {
-  Rng rng(seed);
-  m.parameters([&](Parameter<double>& p) {
-    Tensor<double> r = rng.normal<double>(p.shape(), 0.0, 0.3);
-    const bool gain = p.name.find("norm") != std::string::npos && p.name.find("bias") == std::string::npos;
-    if (gain)
-      for (int64_t i = 0; i < r.numel(); ++i) r.data()[i] += 1.0;
-    p.value.copy_from(r);
-  });
-}
-
 template <class Model>
 void check_vit(const nn::VitConfig& cfg, const Tensor<double>& images, uint64_t seed) {
   Rng rng(seed);
   typename Model::template Module<double> vit("", cfg, rng);
-  randomise(vit, seed + 1);
+  model_test::randomise(vit, seed + 1);
   auto labels = Tensor<int32_t>::empty({images.size(0)});
   for (int64_t b = 0; b < images.size(0); ++b) labels(b) = static_cast<int32_t>((b + 2) % cfg.classes);
   auto r = gradcheck([&](Tape<double>& t) { return vit.loss(t, images, labels); }, nn::parameter_list<double>(vit));
