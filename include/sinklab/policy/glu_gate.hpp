@@ -82,7 +82,8 @@ void act_mul_forward(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int
     }
   });
 }
-// ga = gy ⊙ b ⊙ act'(a), gb = gy ⊙ act(a); written (not accumulated); either may be null.
+// ga = gy ⊙ b ⊙ act'(a), gb = gy ⊙ act(a); written (not accumulated); either may be null. ga may
+// be gy itself (same stride: each element is read before it is written), gb may not overlap gy.
 template <class Act, class T>
 void act_mul_backward(const T* a, int64_t lda, const T* b, int64_t ldb, const T* gy, int64_t ldg, T* ga,
                       int64_t ldga, T* gb, int64_t ldgb, int64_t rows, int64_t h) {
@@ -153,7 +154,7 @@ autodiff::Var<T> glu_mlp(autodiff::Var<T> x, autodiff::Var<T> w_up, autodiff::Va
                 ">: operands come from different tapes");
   const Tensor<T> xv = x.value(), wu = w_up.value(), wd = w_down.value();
   SINKLAB_CHECK(xv.rank() >= 1 && wu.rank() == 2 && wd.rank() == 2 && wu.shape()[0] == xv.shape()[-1] &&
-                    wu.shape()[1] % 2 == 0 && wd.shape()[0] * 2 == wu.shape()[1],
+                    wu.shape()[0] > 0 && wu.shape()[1] % 2 == 0 && wd.shape()[0] * 2 == wu.shape()[1],
                 "glu_mlp<", Act::name, ">: input ", xv.shape(), ", up-projection ", wu.shape(), " and down-projection ",
                 wd.shape(), " do not fit: expected [..., d], [d, 2h] and [h, n]");
   const int64_t d = wu.shape()[0], w = wu.shape()[1], h = w / 2, n = wd.shape()[1], rows = xv.numel() / d;

@@ -35,7 +35,7 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
   if (K == 0) {
     if (beta == T(0)) c.setZero();
     else c *= beta;
-    if (ep) ep(0, M);
+    if (ep && M > 0) ep(0, M);
     return;
   }
   // Products of some size take the register-blocked kernel (gemm_packed.hpp): 5–15% faster than
@@ -62,7 +62,7 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
   else if (ta == Trans::N) run(a, b.transpose());
   else if (tb == Trans::N) run(a.transpose(), b);
   else run(a.transpose(), b.transpose());
-  if (ep) ep(0, M);
+  if (ep && M > 0) ep(0, M);
 }
 }  // namespace detail
 
@@ -127,6 +127,11 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
   constexpr int64_t kMaxTiles = 64;
   const int64_t want = std::min<int64_t>(4 * int64_t{threads}, kMaxTiles);
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinRows, 1, want);
+  if (ep && row_tiles < threads) {  // too few rows to split by rows only: tile freely, then run ep
+    gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    parallel_for(0, M, std::max<int64_t>(1, 8192 / std::max<int64_t>(N, 1)), ep);
+    return;
+  }
   const int64_t col_tiles =
       ep ? 1 : std::clamp<int64_t>((want + row_tiles - 1) / row_tiles, 1, (N + kColAlign - 1) / kColAlign);
   const int64_t rows = ((M + row_tiles - 1) / row_tiles + kRowAlign - 1) / kRowAlign * kRowAlign;

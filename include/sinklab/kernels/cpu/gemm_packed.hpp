@@ -25,7 +25,8 @@
 
 namespace sinklab::kernels::cpu {
 
-// ep(r0, r1): rows [r0, r1) of C are final. Empty: none.
+// ep(r0, r1) is told that rows [r0, r1) of C (r0 < r1) are final; a default-constructed one is
+// no epilogue.
 using RowEpilogue = std::function<void(int64_t r0, int64_t r1)>;
 
 namespace detail {
@@ -38,7 +39,7 @@ struct PackedGemm {
   static constexpr int64_t NR = NV * W;  // columns per panel
   static constexpr int64_t MR = 6;       // rows per micro-tile
   static constexpr int64_t KC = 128;     // depth of a packed slice (a panel is KC·NR·sizeof(T) ≤ 32 KiB)
-  static constexpr int64_t CBytes = 512 * 1024;  // a column block of C kept in L2 across K slices
+  static constexpr int64_t CBytes = 512 * 1024;  // budget for a block of C kept in L2 across K slices
 
   // Rows [0, MR_) × the panel's NR columns: acc = Σ_k A(i, k)·Bp[k, :]; then C = alpha·acc + beta·C
   // on the first `ncols` columns (beta == 0: C is not read).
@@ -161,10 +162,14 @@ struct PackedGemm {
                          int64_t row0 = 0) {
     const int64_t sai = trans_a ? 1 : lda, sak = trans_a ? lda : 1;
     const int64_t panels = (N + NR - 1) / NR, p0 = n0 / NR;
-    // Rows in blocks whose C stays in L2 over all K slices, so C makes one trip through memory
-    // instead of one per slice (a 2048 × 1376 output of K = 256 is 11 MiB, twice); op(B),
-    // packed once, is reread from L2 for each block instead.
-    const int64_t mc = std::clamp<int64_t>(CBytes / 2 / (n * static_cast<int64_t>(sizeof(T))) / MR * MR, MR, 16 * MR);
+    // With several K slices, rows go in blocks whose C stays in L2 over all of them, so C makes
+    // one trip through memory instead of one per slice (a 2048 × 1376 output of K = 256 is
+    // 11 MiB, written, then read and written again); op(B), packed once, is reread for each
+    // block instead, so blocks keep at least 4 micro-tiles of rows.
+    const int64_t mc =
+        K <= KC ? M
+                : std::clamp<int64_t>(CBytes / 2 / (std::max<int64_t>(n, 1) * static_cast<int64_t>(sizeof(T))) / MR * MR,
+                                      4 * MR, 16 * MR);
     for (int64_t i0 = 0; i0 < M; i0 += mc) {
       const int64_t m = std::min(mc, M - i0);
       for (int64_t k0 = 0; k0 < K; k0 += KC) {
