@@ -9,8 +9,8 @@
 // The GLU forms use ONE up-projection `gate_up` of shape [d, 2h] (columns 0..h−1 are W_gate,
 // h..2h−1 are W_up; split them this way when exchanging checkpoints with separate gate/up
 // matrices) and one fused node for act(a) ⊙ b (glu_gate.hpp); without biases the whole block is
-// one node (glu_mlp). A policy's module is
-// `P::Module<T>(prefix, dim, rng, ffn::Options)`, called as ffn(tape, x) (nn convention).
+// one node (glu_mlp). A policy's module is `P::Module<T>(prefix, dim, rng, ffn::Options)`,
+// called as ffn(tape, x) (nn convention).
 //
 // Options::zero_init_output starts the output projection at 0 (ExoFormer's / modded-nanogpt's
 // zero-init output projections), so the block starts as the identity on the residual stream.
