@@ -61,6 +61,10 @@ struct PackedGemm {
       const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W), b2 = V::load_aligned(b + 2 * W),
               b3 = V::load_aligned(b + 3 * W);
       const T* a = A + k * sak;
+      // A transposed (a weight gradient xᵀ·g) puts each k on a new line of x, a stride the
+      // hardware prefetcher does not follow; its lines come from memory, so fetch 16 k ahead
+      // (prefetches past the end of A are harmless).
+      if (sai == 1) __builtin_prefetch(a + 16 * sak, 0, 3);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const V ar(a[r * sai]);
