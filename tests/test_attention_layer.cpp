@@ -41,6 +41,10 @@ TEST_CASE("attention layer: gradcheck of input and all parameters") {
   attn::Config base{.d_model = 8, .heads = 2};
   attn::Config gqa{.d_model = 8, .heads = 4, .kv_heads = 2, .head_dim = 2, .qk_norm = true, .rope = true};
   SUBCASE("vanilla softmax") { check_layer<attn::Attention<>>(base, 1); }
+  SUBCASE("GQA + RoPE read straight out of the projection, softmax with learnable sink") {
+    check_layer<attn::Attention<score::SoftmaxSink>>(
+        attn::Config{.d_model = 16, .heads = 2, .kv_heads = 1, .head_dim = 8, .rope = true}, 9);
+  }
   SUBCASE("GQA + QK-norm + RoPE, softmax with learnable sink") {
     check_layer<attn::Attention<score::SoftmaxSink>>(gqa, 2);
   }

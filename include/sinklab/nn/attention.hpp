@@ -8,6 +8,9 @@
 //
 // Without a probe the core streams key blocks and never holds the T×S matrix; with an
 // AttentionRecorder it takes the materialised path and records what the diagnostics need.
+// With nothing between projection and kernel (no mixing, QK-norm, gate, value transform or
+// probe) the core reads q, k, v in place in the projection's output and writes o token-major:
+// no split or merge copies (core_from_projection).
 #pragma once
 #include <functional>
 #include <string>
@@ -167,6 +170,14 @@ struct Attention {
                     x.shape(), ", expected [B, T, ", cfg.d_model, "]");
       auto qkv = matmul(nn::projection_input(tape, x, w_qkv), tape.param(w_qkv));
       if (cfg.rope) rope_table.ensure(x.shape()[1], dh, cfg.rope_theta);
+      // Nothing between the projection and the attention kernel, nor between it and W_O: q, k
+      // and v are read in place and the output is written token-major (no split or merge).
+      if constexpr (!Gate::enabled && Value::identity) {
+        if (!cfg.qk_norm && !ex.mix && !ex.probe) {
+          Var<T> y = matmul(nn::projection_input(tape, core_from_projection(tape, qkv, ex), w_o), tape.param(w_o));
+          return y;
+        }
+      }
       // With nothing between the split and RoPE (no mixing, no QK-norm), q and k are rotated
       // straight out of the projection, one pass each way instead of two.
       const bool rope_on_split = cfg.rope && !cfg.qk_norm && !ex.mix;
@@ -271,6 +282,72 @@ struct Attention {
         if constexpr (Gate::enabled) t.accumulate(inputs[i++], dgate);
         grads.dscore.parameters([&](const char*, Tensor<T>& d) { t.accumulate(inputs[i++], d); });
         vg.dparams.parameters([&](const char*, Tensor<T>& d) { t.accumulate(inputs[i++], d); });
+      });
+    }
+
+    // The core for q, k, v straight out of the projection qkv [B, T, (H + 2·H_kv)·d_head] (q and k
+    // rotated into head-major copies when RoPE is on, else read in place like v), its output
+    // written as [B, T, H·d_head]: no split or merge copies forward, and backward one pass
+    // that writes each element of qkv's gradient once.
+    Var<T> core_from_projection(Tape<T>& tape, Var<T> qkv, const Extras<T>& ex) {
+      using namespace kernels::cpu;
+      std::vector<Var<T>> svars;
+      auto sparams = bind(tape, score_params, svars, pol.score.template make_params<T>(H));
+      AttentionOptions opt;
+      if (ex.kv_lengths) opt.kv_lengths = *ex.kv_lengths;
+      const Tensor<T> x = qkv.value().contiguous();
+      const int64_t B = x.size(0), L = x.size(1), N = x.size(2), half = dh / 2;
+      // Heads [h0, h0 + n) of a token-major [B, L, N] tensor as a [B, n, L, d_head] view.
+      auto heads = [B, L, d = dh](const Tensor<T>& t, int64_t h0, int64_t n) {
+        return t.view({B, L, t.size(2) / d, d}).slice(2, h0, h0 + n).transpose(1, 2);
+      };
+      const bool rope = cfg.rope;
+      const Tensor<T> c = rope_table.cos, sn = rope_table.sin;
+      auto rotated = [&](int64_t h0, int64_t n) {
+        Tensor<T> y = Tensor<T>::empty({B, n, L, dh});
+        nn::gather_heads(x.data(), B, L, N, h0 * dh, n, dh, y.data(), [&](const T* src, T* dst, int64_t t) {
+          pos::kernels::rope_row(src, dst, c.data() + t * half, sn.data() + t * half, half, T(1), false);
+        });
+        return y;
+      };
+      const Tensor<T> q = rope ? rotated(0, H) : heads(x, 0, H), k = rope ? rotated(H, Hkv) : heads(x, H, Hkv);
+      const Tensor<T> v = heads(x, H + Hkv, Hkv);
+      Tensor<T> y = Tensor<T>::empty({B, L, H * dh});
+      const AttentionForward<T> fwd =
+          attention_fused_forward(pol.score, pol.mask, q, k, v, sparams, opt, heads(y, 0, H));
+
+      std::vector<Var<T>> inputs{qkv};
+      inputs.insert(inputs.end(), svars.begin(), svars.end());
+      const Policies pc = pol;
+      const int64_t nh = H, nkv = Hkv, d = dh;
+      return tape.record(y, inputs, [=](Tape<T>& t, const Tensor<T>& g) {
+        auto grads =
+            attention_fused_backward(pc.score, pc.mask, q, k, v, sparams, fwd, heads(g.contiguous(), 0, nh), opt);
+        // One token-major pass writes every column of qkv's gradient: dq and dk rotated back
+        // (or copied without RoPE), dv copied. Its rows are written in order, which streams.
+        Tensor<T> gx = Tensor<T>::empty({B, L, N});
+        const T *dq = grads.dq.data(), *dk = grads.dk.data(), *dv = grads.dv.data();
+        parallel_for(0, B * L, std::max<int64_t>(1, 4096 / N), [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t b = r / L, tt = r % L;
+            T* dst = gx.data() + r * N;
+            const T* cp = rope ? c.data() + tt * half : nullptr;
+            const T* sp = rope ? sn.data() + tt * half : nullptr;
+            auto put = [&](const T* src, int64_t n, int64_t h0, bool rotate) {
+              for (int64_t h = 0; h < n; ++h) {
+                const T* from = src + ((b * n + h) * L + tt) * d;
+                if (rotate) pos::kernels::rope_row(from, dst + (h0 + h) * d, cp, sp, half, T(-1), false);
+                else simd::copy(from, dst + (h0 + h) * d, d);
+              }
+            };
+            put(dq, nh, 0, rope);
+            put(dk, nkv, nh, rope);
+            put(dv, nkv, nh + nkv, false);
+          }
+        });
+        t.accumulate(inputs[0], std::move(gx));
+        std::size_t i = 1;
+        grads.dscore.parameters([&](const char*, Tensor<T>& ds) { t.accumulate(inputs[i++], ds); });
       });
     }
 

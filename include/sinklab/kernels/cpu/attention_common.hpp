@@ -114,6 +114,63 @@ class Scratch {
   std::vector<T> v_;
 };
 
+// Rows of a [B, heads, L, d] tensor whose last axis has unit stride and whose other axes may
+// have any strides: the fused kernels read q, k, v and dout and write out, dq, dk and dv through
+// these, so heads can stay in a projection's token-major layout [B, L, heads·d] (row stride
+// heads·d) instead of being copied into head-major tensors.
+template <class T>
+struct HeadRows {
+  T* data = nullptr;
+  int64_t sb = 0, sh = 0, ld = 0;  // strides of batch, head and row, in elements
+  T* at(int64_t b, int64_t h, int64_t row = 0) const { return data + b * sb + h * sh + row * ld; }
+};
+// t itself when its last axis has unit stride, else a contiguous copy.
+template <class T>
+Tensor<T> unit_rows(const Tensor<T>& t) {
+  return t.size(3) == 1 || t.stride(3) == 1 ? t : t.contiguous();
+}
+template <class T>
+HeadRows<const T> head_rows(const Tensor<T>& t) {
+  return {t.data(), t.stride(0), t.stride(1), t.stride(2)};
+}
+template <class T>
+HeadRows<T> head_rows_mut(Tensor<T>& t) {
+  return {t.data(), t.stride(0), t.stride(1), t.stride(2)};
+}
+// A caller's output view [B, heads, L, d] with unit stride on d, set to zero (the backward
+// accumulates into its gradients); checked against the expected shape.
+template <class T>
+void check_output_view(const char* kernel, const char* what, const Tensor<T>& t, const Shape& want) {
+  SINKLAB_CHECK(t.shape() == want, kernel, ": ", what, " of shape ", t.shape(), ", expected ", want);
+  SINKLAB_CHECK(t.size(3) == 1 || t.stride(3) == 1, kernel, ": ", what, " must have unit stride along d");
+}
+
+// n rows of d values from src, lds apart, to contiguous dst; returns dst. Rows kilobytes apart
+// are a stride the hardware prefetcher does not follow, so the rows 8 ahead are fetched.
+template <class T>
+T* copy_rows(const T* src, int64_t lds, int64_t n, int64_t d, T* dst) {
+  constexpr int64_t line = 64 / static_cast<int64_t>(sizeof(T));
+  for (int64_t j = 0; j < n; ++j) {
+    if (j + 8 < n)
+      for (int64_t c = 0; c < d; c += line) __builtin_prefetch(src + (j + 8) * lds + c);
+    std::copy(src + j * lds, src + j * lds + d, dst + j * d);
+  }
+  return dst;
+}
+
+template <class T>
+void zero_rows(Tensor<T>& t) {
+  if (t.is_contiguous()) {
+    t.fill(T(0));
+    return;
+  }
+  const HeadRows<T> r = head_rows_mut(t);
+  const int64_t heads = t.size(1), L = t.size(2), d = t.size(3);
+  for (int64_t b = 0; b < t.size(0); ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < L; ++i) std::fill(r.at(b, h, i), r.at(b, h, i) + d, T(0));
+}
+
 inline const char* shape_str_hint() { return "q [B, H, T, d], k and v [B, H_kv, S, d]"; }
 
 template <class T>

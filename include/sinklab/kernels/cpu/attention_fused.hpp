@@ -87,8 +87,9 @@ inline int64_t pad_masked(T* s, int64_t ne, bool blocked) {
 // exp per row), and keys and values are read in place (only the block's Qᵀ is transposed).
 // Needs d to be whole vectors. Writes every element of out and lse.
 template <class Score, class Mask, class T>
-void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions& opt, const T* q, const T* k,
-                                const T* v, const T* sink, T scale, int64_t Bq, int64_t Bk, T* out, T* lse_all) {
+void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions& opt, HeadRows<const T> q,
+                                HeadRows<const T> k, HeadRows<const T> v, const T* sink, T scale, int64_t Bq,
+                                int64_t Bk, HeadRows<T> out, T* lse_all) {
   using V = batch<T>;
   constexpr int64_t W = simd_width<T>();
   constexpr T ninf = -std::numeric_limits<T>::infinity();
@@ -110,16 +111,18 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
         m[r] = Score::has_sink ? sink[h] : ninf;
         l[r] = Score::has_sink ? T(1) : T(0);
       }
-      const T* Q = q + (bh * dm.T + i0) * d;
-      const T* K = k + (b * dm.Hkv + hk) * dm.S * d;
-      const T* Vv = v + (b * dm.Hkv + hk) * dm.S * d;
-      T* O = out + (bh * dm.T + i0) * d;
+      const T* Q = q.at(b, h, i0);
+      const T* K = k.at(b, hk);
+      const T* Vv = v.at(b, hk);
+      T* O = out.at(b, h, i0);
+      const int64_t ldq = q.ld, ldk = k.ld, ldv = v.ld, ldo = out.ld;
       for (int64_t c = 0; c < d; ++c)
-        for (int64_t r = 0; r < rv; ++r) qt[c * rv + r] = r < rows ? Q[r * d + c] : T(0);
-      if (kend == 0) std::fill(O, O + rows * d, T(0));  // no visible key: zero output
+        for (int64_t r = 0; r < rv; ++r) qt[c * rv + r] = r < rows ? Q[r * ldq + c] : T(0);
+      if (kend == 0)  // no visible key: zero output
+        for (int64_t r = 0; r < rows; ++r) std::fill(O + r * ldo, O + r * ldo + d, T(0));
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = std::min(Bk, kend - j0);
-        block_gemm(cols, rv, d, scale, K + j0 * d, d, int64_t{1}, qt, rv, T(0), st, rv);  // Sᵀ
+        block_gemm(cols, rv, d, scale, K + j0 * ldk, ldk, int64_t{1}, qt, rv, T(0), st, rv);  // Sᵀ
         const bool masked = j0 + cols > kmin;  // some row sees only part of this block
         for (int64_t r = 0; r < rv; r += W) {
           V mx = V::load_unaligned(m + r);
@@ -149,14 +152,14 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
         // O = α·O + P·V; the first block writes O (every row: masked keys have P = 0).
         if (j0 > 0)
           for (int64_t r = 0; r < rows; ++r)
-            if (alpha[r] != T(1)) map(O + r * d, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
-        block_gemm(rows, d, cols, T(1), st, int64_t{1}, rv, Vv + j0 * d, d, j0 > 0 ? T(1) : T(0), O, d);
+            if (alpha[r] != T(1)) map(O + r * ldo, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
+        block_gemm(rows, d, cols, T(1), st, int64_t{1}, rv, Vv + j0 * ldv, ldv, j0 > 0 ? T(1) : T(0), O, ldo);
       }
       T* lse = lse_all + bh * dm.T + i0;
       for (int64_t r = 0; r < rows; ++r) {
         if (l[r] > T(0)) {
           const T inv = T(1) / l[r];
-          map(O + r * d, d, [inv](auto x) { return x * decltype(x)(inv); });
+          map(O + r * ldo, d, [inv](auto x) { return x * decltype(x)(inv); });
           lse[r] = m[r] + std::log(l[r]);
         } else {
           lse[r] = ninf;
@@ -171,14 +174,14 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
 template <class Score, class Mask, class T>
 AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, const Tensor<T>& q_, const Tensor<T>& k_,
                                             const Tensor<T>& v_, const score::params_t<Score, T>& params,
-                                            const AttentionOptions& opt = {}) {
+                                            const AttentionOptions& opt = {}, const Tensor<T>& out_into = {}) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_fused_forward: Score must be a sinklab::score policy");
   static_assert(mask::is_policy_v<Mask>, "attention_fused_forward: Mask must be mask::Causal or mask::Bidirectional");
   constexpr const char* kernel = "attention_fused_forward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T>(kernel, score, params, dm);
-  const Tensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous();
+  const Tensor<T> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
   constexpr bool normalised = Score::family == score::Family::Normalised;
   [[maybe_unused]] constexpr T ninf = -std::numeric_limits<T>::infinity();
 
@@ -186,8 +189,16 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   constexpr bool transposed_softmax = normalised && !Score::clipped;  // when the head size allows
   const bool transposed = transposed_softmax && block_gemm_fits<T>(dm.d);
   // The transposed softmax path writes every element; the others accumulate into zeros.
-  res.out = transposed ? detail::output_empty<T>({dm.B, dm.H, dm.T, dm.d})
-                       : detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
+  if (out_into.defined()) {
+    detail::check_output_view(kernel, "out", out_into, {dm.B, dm.H, dm.T, dm.d});
+    res.out = out_into;
+    if (!transposed) detail::zero_rows(res.out);
+  } else {
+    res.out = transposed ? detail::output_empty<T>({dm.B, dm.H, dm.T, dm.d})
+                         : detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
+  }
+  const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v);
+  const detail::HeadRows<T> outr = detail::head_rows_mut(res.out);
   if constexpr (normalised) res.lse = detail::output_zeros<T>({dm.B, dm.H, dm.T});
   Tensor<T> sink;
   if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
@@ -201,9 +212,8 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   const int64_t ldt = detail::round_up(dm.S, simd_width<T>());  // row stride of the transposed keys
   if constexpr (transposed_softmax) {
     if (transposed) {
-      detail::softmax_forward_transposed<Score, Mask>(dm, opt, q.data(), k.data(), v.data(),
-                                                      Score::has_sink ? sink.data() : nullptr, scale, Bq, Bk,
-                                                      res.out.data(), res.lse.data());
+      detail::softmax_forward_transposed<Score, Mask>(dm, opt, qr, kr, vr, Score::has_sink ? sink.data() : nullptr,
+                                                      scale, Bq, Bk, outr, res.lse.data());
       return res;
     }
   }
@@ -222,32 +232,34 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
       const int64_t kvlen = detail::kv_length(opt, b, dm.S);
       int64_t kend = 0;
       for (int64_t r = 0; r < rows; ++r) kend = std::max(kend, end[r] = Mask::key_end(i0 + r, dm.T, dm.S, kvlen));
-      const T* Q = q.data() + (bh * dm.T + i0) * d;
-      const T* K = k.data() + (b * dm.Hkv + hk) * dm.S * d;
-      const T* V = v.data() + (b * dm.Hkv + hk) * dm.S * d;
-      T* O = res.out.data() + (bh * dm.T + i0) * d;  // zeroed; used as the accumulator
+      const T* Q = qr.at(b, h, i0);
+      const T* K = kr.at(b, hk);
+      const T* V = vr.at(b, hk);
+      T* O = outr.at(b, h, i0);  // zeroed; used as the accumulator
+      const int64_t ldq = qr.ld, ldk = kr.ld, ldv = vr.ld, ldo = outr.ld;
       // Kᵀ of the visible keys, [d, ldt], so logits are broadcast-FMA rows. The query blocks of a
       // head follow each other within a chunk, so each one extends the previous one's Kᵀ.
       if (blocked) {
         const int64_t kv_head = b * dm.Hkv + hk;
         if (kv_head != kt_head) kt_head = kv_head, kt_rows = 0;
         if (kend > kt_rows) {
-          transpose_rows(K + kt_rows * d, kend - kt_rows, d, kt + kt_rows, ldt);
+          transpose_rows(K + kt_rows * ldk, ldk, kend - kt_rows, d, kt + kt_rows, ldt);
           kt_rows = kend;
         }
       }
       auto logits = [&](int64_t j0, int64_t cols) {
         // Whole vectors: the columns past `cols` get don't-care values that are never read.
         if (blocked)
-          block_gemm(rows, detail::round_up(cols, simd_width<T>()), d, scale, Q, d, int64_t{1}, kt + j0, ldt, T(0), sb, Bk);
+          block_gemm(rows, detail::round_up(cols, simd_width<T>()), d, scale, Q, ldq, int64_t{1}, kt + j0, ldt, T(0), sb,
+                     Bk);
         else
-          gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
+          gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, ldq, K + j0 * ldk, ldk, T(0), sb, Bk);
       };
       auto aggregate = [&](int64_t j0, int64_t cols) {
         if (blocked)
-          block_gemm(rows, d, cols, T(1), sb, Bk, int64_t{1}, V + j0 * d, d, T(1), O, d);
+          block_gemm(rows, d, cols, T(1), sb, Bk, int64_t{1}, V + j0 * ldv, ldv, T(1), O, ldo);
         else
-          gemm(Trans::N, Trans::N, rows, d, cols, T(1), sb, Bk, V + j0 * d, d, T(1), O, d);
+          gemm(Trans::N, Trans::N, rows, d, cols, T(1), sb, Bk, V + j0 * ldv, ldv, T(1), O, ldo);
       };
 
       if constexpr (normalised) {
@@ -274,7 +286,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
               l[r] = l[r] * alpha + sum;
               m[r] = mnew;
               if (rescale && alpha != T(1))
-                for (int64_t c = 0; c < d; ++c) O[r * d + c] *= alpha;
+                for (int64_t c = 0; c < d; ++c) O[r * ldo + c] *= alpha;
             }
             detail::zero_tail(s, ne, cols);
           }
@@ -289,7 +301,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
           for (int64_t r = 0; r < rows; ++r) {
             if (l[r] > T(0)) {
               const T inv = T(1) / l[r];
-              for (int64_t c = 0; c < d; ++c) O[r * d + c] *= inv;
+              for (int64_t c = 0; c < d; ++c) O[r * ldo + c] *= inv;
               lse[r] = m[r] + std::log(l[r]);
             } else {
               lse[r] = ninf;
@@ -365,8 +377,8 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
     SINKLAB_CHECK(fwd.lse.defined() && fwd.lse.shape() == (Shape{dm.B, dm.H, dm.T}), kernel, ": saved lse ",
                   fwd.lse.defined() ? fwd.lse.shape() : Shape{}, " must be [B, H, T] = ", Shape{dm.B, dm.H, dm.T},
                   " (pass the AttentionForward of the same call)");
-  const Tensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous();
-  const Tensor<T> out = fwd.out.contiguous();
+  const Tensor<T> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
+  const Tensor<T> dout = detail::unit_rows(dout_), out = detail::unit_rows(fwd.out);
   Tensor<T> lse_all;
   if constexpr (normalised) lse_all = fwd.lse.contiguous();
 
@@ -374,6 +386,8 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
   g.dq = detail::output_zeros<T>(q.shape());
   g.dk = detail::output_zeros<T>(k.shape());
   g.dv = detail::output_zeros<T>(v.shape());
+  const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v),
+                                  dor = detail::head_rows(dout), outr = detail::head_rows(out);
   g.dscore = policy::zeros_like(params);
   Tensor<T> sink;
   if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
@@ -389,7 +403,8 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
 
   parallel_for(0, dm.B * dm.Hkv, 1, [&](int64_t lo, int64_t hi) {
     detail::Scratch<T> sbuf(Bq * Bk), dbuf(Bq * Bk), Dbuf(Bq), ktbuf(blocked ? d * ldt : 0),
-        vtbuf(blocked ? d * ldt : 0);
+        vtbuf(blocked ? d * ldt : 0), kcbuf(kr.ld != d ? dm.S * d : 0), vcbuf(vr.ld != d ? dm.S * d : 0),
+        dobuf(dor.ld != d ? Bq * d : 0), qcbuf(qr.ld != d ? Bq * d : 0);
     T* kt = ktbuf.data();
     T* vt = vtbuf.data();
     std::vector<int64_t> end(static_cast<std::size_t>(Bq));
@@ -400,13 +415,18 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
     for (int64_t bk = lo; bk < hi; ++bk) {
       const int64_t b = bk / dm.Hkv, hk = bk % dm.Hkv;
       const int64_t kvlen = detail::kv_length(opt, b, dm.S);
-      const T* K = k.data() + bk * dm.S * d;
-      const T* V = v.data() + bk * dm.S * d;
+      const T* K = kr.at(b, hk);
+      const T* V = vr.at(b, hk);
+      // Keys and values read in place from a projection (rows kilobytes apart, which the block
+      // products would step through in a few L1 sets) are copied once per task, Q and dO once per
+      // block; below, every row stride is d.
+      if (kr.ld != d) K = detail::copy_rows(K, kr.ld, dm.S, d, kcbuf.data());
+      if (vr.ld != d) V = detail::copy_rows(V, vr.ld, dm.S, d, vcbuf.data());
       T* dK = g.dk.data() + bk * dm.S * d;
       T* dV = g.dv.data() + bk * dm.S * d;
       if (blocked) {
-        transpose_rows(K, dm.S, d, kt, ldt);
-        transpose_rows(V, dm.S, d, vt, ldt);
+        transpose_rows(K, d, dm.S, d, kt, ldt);
+        transpose_rows(V, d, dm.S, d, vt, ldt);
       }
       for (int64_t h = hk * dm.group(); h < (hk + 1) * dm.group(); ++h) {
         const int64_t bh = b * dm.H + h;
@@ -415,8 +435,10 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
           int64_t kend = 0;
           for (int64_t r = 0; r < rows; ++r) kend = std::max(kend, end[r] = Mask::key_end(i0 + r, dm.T, dm.S, kvlen));
           if (kend == 0) continue;  // no key visible: every gradient of this block is 0
-          const T* Q = q.data() + (bh * dm.T + i0) * d;
-          const T* dO = dout.data() + (bh * dm.T + i0) * d;
+          const T* Q = qr.at(b, h, i0);
+          const T* dO = dor.at(b, h, i0);
+          if (qr.ld != d) Q = detail::copy_rows(Q, qr.ld, rows, d, qcbuf.data());
+          if (dor.ld != d) dO = detail::copy_rows(dO, dor.ld, rows, d, dobuf.data());
           T* dQ = g.dq.data() + (bh * dm.T + i0) * d;
           const T* lse = normalised ? lse_all.data() + bh * dm.T + i0 : nullptr;
           constexpr int64_t W = simd_width<T>();
@@ -436,7 +458,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
           if constexpr (normalised) {
             if constexpr (!Score::clipped) {
               for (int64_t r = 0; r < rows; ++r)
-                D[r] = detail::dot(dO + r * d, out.data() + (bh * dm.T + i0 + r) * d, d);
+                D[r] = detail::dot(dO + r * d, outr.at(b, h, i0 + r), d);
             } else {
               for (int64_t r = 0; r < rows; ++r) D[r] = T(0);
               for (int64_t j0 = 0; j0 < kend; j0 += Bk) {

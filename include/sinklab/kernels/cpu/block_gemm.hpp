@@ -97,11 +97,11 @@ void block_gemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t sa
   }
 }
 
-// dst[c·ld + j] = src[j·d + c] for j < n, c < d (n rows of d values become n columns).
+// dst[c·ld + j] = src[j·lds + c] for j < n, c < d (n rows of d values, lds apart, become n columns).
 template <class T>
-void transpose_rows(const T* src, int64_t n, int64_t d, T* dst, int64_t ld) {
+void transpose_rows(const T* src, int64_t lds, int64_t n, int64_t d, T* dst, int64_t ld) {
   for (int64_t j = 0; j < n; ++j) {
-    const T* in = src + j * d;
+    const T* in = src + j * lds;
     for (int64_t c = 0; c < d; ++c) dst[c * ld + j] = in[c];
   }
 }
