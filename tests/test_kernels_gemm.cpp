@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -133,6 +134,19 @@ TEST_CASE_TEMPLATE("gemm: a row epilogue gets every row of C once, when final, o
     for (T beta : {T(0), T(1)}) check_gemm<T>(250, 1400, 300, ta, false, T(1), beta, false, true);
   // Row tiles that pack their own columns of B (op(B) over 16 MiB): tile rows offset into C.
   if constexpr (std::is_same_v<T, float>) check_gemm<T>(124, 4100, 1030, false, false, T(1), T(0), false, true);
+}
+
+TEST_CASE_TEMPLATE("gemm_packed: an empty sum (K = 0) scales C by beta and hands every row over once", T, float,
+                   double) {
+  for (T beta : {T(0), T(2)}) {
+    std::vector<T> c(4 * 3, std::numeric_limits<T>::quiet_NaN());
+    if (beta != T(0)) std::fill(c.begin(), c.end(), T(1.5));
+    int64_t handed = 0;
+    gemm_packed<T>(false, false, 4, 3, 0, T(1), nullptr, 1, nullptr, 3, beta, c.data(), 3,
+                   [&](int64_t r0, int64_t r1) { handed += r1 - r0; });
+    for (T x : c) CHECK(x == (beta == T(0) ? T(0) : T(3)));  // beta 0: C's NaNs are not read
+    CHECK(handed == 4);
+  }
 }
 
 TEST_CASE_TEMPLATE("gemm: a long K with few rows takes C's columns in blocks over the K slices", T, float, double) {

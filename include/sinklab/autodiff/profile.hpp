@@ -139,11 +139,13 @@ class Profiler {
       std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
         return a.second.first + a.second.second > b.second.first + b.second.second;
       });
-      std::fprintf(f, "\n%-52s %10s %10s %10s %6s\n", title, "fwd ms", "bwd ms", "total ms", "%");
+      int w = 52;  // the name column fits the longest name
+      for (const auto& row : rows) w = std::max(w, static_cast<int>(row.first.size()));
+      std::fprintf(f, "\n%-*s %10s %10s %10s %6s\n", w, title, "fwd ms", "bwd ms", "total ms", "%");
       for (const auto& [k, v] : rows) {
         const double t = v.first + v.second;
         if (t * per < 0.005) continue;
-        std::fprintf(f, "%-52s %10.2f %10.2f %10.2f %6.1f\n", k.c_str(), v.first * per, v.second * per, t * per,
+        std::fprintf(f, "%-*s %10.2f %10.2f %10.2f %6.1f\n", w, k.c_str(), v.first * per, v.second * per, t * per,
                      total > 0 ? 100.0 * t / total : 0.0);
       }
     };

@@ -216,10 +216,17 @@ struct PackedGemm {
 
 }  // namespace detail
 
-// C = alpha · op(A) · op(B) + beta · C on the calling thread (K > 0), then ep on every row block.
+// C = alpha · op(A) · op(B) + beta · C on the calling thread, then ep on every row block.
 template <class T>
 void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                  const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const RowEpilogue& ep = {}) {
+  if (M <= 0) return;
+  if (N <= 0 || K <= 0) {  // an empty sum: C = beta·C (C is not read when beta is 0)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    if (ep) ep(0, M);
+    return;
+  }
   detail::PackedGemm<T>::run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep ? &ep : nullptr);
 }
 
