@@ -173,10 +173,8 @@ struct Attention {
       // Nothing between the projection and the attention kernel, nor between it and W_O: q, k
       // and v are read in place and the output is written token-major (no split or merge).
       if constexpr (!Gate::enabled && Value::identity) {
-        if (!cfg.qk_norm && !ex.mix && !ex.probe) {
-          Var<T> y = matmul(nn::projection_input(tape, core_from_projection(tape, qkv, ex), w_o), tape.param(w_o));
-          return y;
-        }
+        if (!cfg.qk_norm && !ex.mix && !ex.probe)
+          return matmul(nn::projection_input(tape, core_from_projection(tape, qkv, ex), w_o), tape.param(w_o));
       }
       // With nothing between the split and RoPE (no mixing, no QK-norm), q and k are rotated
       // straight out of the projection, one pass each way instead of two.

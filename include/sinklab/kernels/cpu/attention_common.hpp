@@ -115,9 +115,9 @@ class Scratch {
 };
 
 // Rows of a [B, heads, L, d] tensor whose last axis has unit stride and whose other axes may
-// have any strides: the fused kernels read q, k, v and dout and write out, dq, dk and dv through
-// these, so heads can stay in a projection's token-major layout [B, L, heads·d] (row stride
-// heads·d) instead of being copied into head-major tensors.
+// have any strides: the fused kernels read q, k, v and dout and write out through these, so
+// heads can stay in a projection's token-major layout [B, L, heads·d] (row stride heads·d)
+// instead of being copied into head-major tensors.
 template <class T>
 struct HeadRows {
   T* data = nullptr;
@@ -137,8 +137,7 @@ template <class T>
 HeadRows<T> head_rows_mut(Tensor<T>& t) {
   return {t.data(), t.stride(0), t.stride(1), t.stride(2)};
 }
-// A caller's output view [B, heads, L, d] with unit stride on d, set to zero (the backward
-// accumulates into its gradients); checked against the expected shape.
+// A caller's output view [B, heads, L, d]: the expected shape, unit stride along d.
 template <class T>
 void check_output_view(const char* kernel, const char* what, const Tensor<T>& t, const Shape& want) {
   SINKLAB_CHECK(t.shape() == want, kernel, ": ", what, " of shape ", t.shape(), ", expected ", want);

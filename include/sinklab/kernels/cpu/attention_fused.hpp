@@ -19,6 +19,11 @@
 //   sink            dS_h = −Σ_i e^{S_h − lse_i} D_i
 //   point-wise      dS = c_i h'(S + b_i) ∘ dA
 // and parallelises over (batch, kv head), so dk and dv of a group of query heads have one owner.
+//
+// q, k, v and dout may be views with any strides but a unit one along d (heads read in place
+// from a projection [B, T, heads·d]); the backward copies strided keys and values once per task
+// and q, dout once per query block. The forward writes its output into `out_into` when given
+// (e.g. a [B, T, H·d] buffer viewed as [B, H, T, d]); dq, dk, dv are always head-major.
 #pragma once
 #include <algorithm>
 #include <cmath>
