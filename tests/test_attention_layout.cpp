@@ -31,7 +31,8 @@ void check_equal(const Tensor<T>& a, const Tensor<T>& b, const char* what) {
 // The same problem with heads in a projection [B, T, (H + 2·Hkv)·d] and as contiguous copies:
 // identical outputs and gradients (the kernels do the same arithmetic in the same order).
 template <class T, class Score, class Mask>
-void check_strided(const Score& score, Mask mask, int64_t H, int64_t Hkv, int64_t d, int64_t L, uint64_t seed) {
+void check_strided(const Score& score, Mask mask, int64_t H, int64_t Hkv, int64_t d, int64_t L, uint64_t seed,
+                   int64_t kv_len1 = -1) {
   const int64_t B = 2, N = (H + 2 * Hkv) * d;
   Rng rng(seed);
   const Tensor<T> qkv = rng.normal<T>({B, L, N}, 0.0, 1.0);
@@ -42,7 +43,7 @@ void check_strided(const Score& score, Mask mask, int64_t H, int64_t Hkv, int64_
   score::params_t<Score, T> params;
   if constexpr (Score::has_sink) params.sink_logit = rng.normal<T>({H}, 0.0, 1.0);
   AttentionOptions opt;
-  opt.kv_lengths = Tensor<int64_t>::from({B}, {L, L - 3});
+  opt.kv_lengths = Tensor<int64_t>::from({B}, {L, kv_len1 >= 0 ? kv_len1 : L - 3});
 
   const auto ref = attention_fused_forward(score, mask, q.contiguous(), k.contiguous(), v.contiguous(), params, opt);
   Tensor<T> out_tok = Tensor<T>::full({B, L, H * d}, T(7));  // every element must be written
@@ -73,6 +74,11 @@ TEST_CASE("fused attention: heads read in place and written into a view equal co
   SUBCASE("clipped softmax and sigmoid scores (row-wise forward)") {
     check_strided<float>(score::ClippedSoftmax{1.05, -0.1}, mask::Causal{}, 2, 1, 32, 50, 4);
     check_strided<float>(score::Sigmoid{}, mask::Causal{}, 2, 2, 32, 50, 5);
+    check_strided<double>(score::Sigmoid{}, mask::Bidirectional{}, 2, 1, 8, 30, 10);
+  }
+  SUBCASE("one head; a batch entry with no valid key") {
+    check_strided<float>(score::Softmax{}, mask::Causal{}, 1, 1, 32, 45, 11, 0);
+    check_strided<float>(score::ClippedSoftmax{1.05, -0.1}, mask::Bidirectional{}, 1, 1, 16, 45, 12, 0);
   }
 }
 
@@ -87,6 +93,10 @@ TEST_CASE("fused attention: an output view of the wrong shape or layout is refus
   CHECK_THROWS_WITH_AS(attention_fused_forward(score::Softmax{}, mask::Causal{}, q, q, q, policy::NoParams<float>{}, {},
                                                cols),
                        doctest::Contains("unit stride"), sinklab::Error);
+  Tensor<float> in_q = q.slice(3, 0, 16);  // the output may not overwrite an input
+  CHECK_THROWS_WITH_AS(attention_fused_forward(score::Softmax{}, mask::Causal{}, q, q, q, policy::NoParams<float>{}, {},
+                                               in_q),
+                       doctest::Contains("must not share storage"), sinklab::Error);
 }
 
 namespace {
@@ -94,7 +104,7 @@ namespace {
 // y and every gradient of the layer with q, k, v read from the projection (no extras) and on the
 // composed path (a mix hook that changes nothing forces split_heads, RoPE and merge_heads).
 template <class A>
-void check_layer_paths(const attn::Config& cfg, uint64_t seed) {
+void check_layer_paths(const attn::Config& cfg, uint64_t seed, bool padded = false) {
   Rng rng(seed);
   typename A::template Module<float> layer("attn", cfg, rng);
   Rng init(seed + 1);
@@ -105,6 +115,8 @@ void check_layer_paths(const attn::Config& cfg, uint64_t seed) {
     Tape<float> t;
     auto x = t.leaf(x0);
     attn::Extras<float> ex;
+    const Tensor<int64_t> lengths = Tensor<int64_t>::from({2}, {37, 20});
+    if (padded) ex.kv_lengths = &lengths;
     if (composed) ex.mix = [](Tape<float>&, Var<float>, attn::Projections<float>&) {};
     auto y = layer.forward(t, x, ex);
     t.backward(sum(square(y)));
@@ -133,8 +145,9 @@ TEST_CASE("attention layer: q, k, v read in place from the projection match the 
     check_layer_paths<attn::Attention<score::SoftmaxSink>>(
         attn::Config{.d_model = 64, .heads = 4, .kv_heads = 2, .head_dim = 32, .rope = true}, 7);
   }
-  SUBCASE("no RoPE: q and k read in place too") {
+  SUBCASE("no RoPE: q and k read in place too; padded keys") {
     check_layer_paths<attn::Attention<>>(attn::Config{.d_model = 64, .heads = 2}, 8);
+    check_layer_paths<attn::Attention<>>(attn::Config{.d_model = 64, .heads = 2, .rope = true}, 10, true);
   }
   SUBCASE("bidirectional, clipped softmax, odd head size") {
     check_layer_paths<attn::Attention<score::ClippedSoftmax, gate::None, value::Identity, mask::Bidirectional>>(

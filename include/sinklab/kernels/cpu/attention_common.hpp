@@ -8,8 +8,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
@@ -137,11 +140,27 @@ template <class T>
 HeadRows<T> head_rows_mut(Tensor<T>& t) {
   return {t.data(), t.stride(0), t.stride(1), t.stride(2)};
 }
-// A caller's output view [B, heads, L, d]: the expected shape, unit stride along d.
+// A caller's output view [B, heads, L, d]: the expected shape, unit stride along d, rows and
+// heads that do not overlap (tasks write them in parallel), and not in the inputs' storage.
 template <class T>
-void check_output_view(const char* kernel, const char* what, const Tensor<T>& t, const Shape& want) {
+void check_output_view(const char* kernel, const char* what, const Tensor<T>& t, const Shape& want,
+                       std::initializer_list<const Tensor<T>*> inputs) {
   SINKLAB_CHECK(t.shape() == want, kernel, ": ", what, " of shape ", t.shape(), ", expected ", want);
-  SINKLAB_CHECK(t.size(3) == 1 || t.stride(3) == 1, kernel, ": ", what, " must have unit stride along d");
+  // Non-overlapping: axes taken by increasing stride, each steps past the whole extent of the
+  // ones before it (the first past a row of d).
+  bool ok = t.size(3) == 1 || t.stride(3) == 1;
+  std::pair<int64_t, int64_t> axes[3] = {{t.stride(0), t.size(0)}, {t.stride(1), t.size(1)}, {t.stride(2), t.size(2)}};
+  std::sort(std::begin(axes), std::end(axes));
+  int64_t extent = t.size(3);
+  for (const auto& [stride, size] : axes) {
+    if (size == 1) continue;
+    ok = ok && stride >= extent;
+    extent = stride * size;
+  }
+  SINKLAB_CHECK(ok, kernel, ": ", what, " of shape ", t.shape(), " has strides [", t.stride(0), ", ", t.stride(1), ", ",
+                t.stride(2), ", ", t.stride(3), "]; it needs unit stride along d and rows that do not overlap");
+  for (const Tensor<T>* in : inputs)
+    SINKLAB_CHECK(!t.shares_storage_with(*in), kernel, ": ", what, " must not share storage with q, k or v");
 }
 
 // n rows of d values from src, lds apart, to contiguous dst; returns dst. Rows kilobytes apart

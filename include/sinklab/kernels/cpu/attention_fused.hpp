@@ -23,7 +23,8 @@
 // q, k, v and dout may be views with any strides but a unit one along d (heads read in place
 // from a projection [B, T, heads·d]); the backward copies strided keys and values once per task
 // and q, dout once per query block. The forward writes its output into `out_into` when given
-// (e.g. a [B, T, H·d] buffer viewed as [B, H, T, d]); dq, dk, dv are always head-major.
+// (e.g. a [B, T, H·d] buffer viewed as [B, H, T, d]; not overlapping itself or the inputs, and
+// unchanged until the backward, which reads it as fwd.out); dq, dk, dv are always head-major.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -195,7 +196,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   const bool transposed = transposed_softmax && block_gemm_fits<T>(dm.d);
   // The transposed softmax path writes every element; the others accumulate into zeros.
   if (out_into.defined()) {
-    detail::check_output_view(kernel, "out", out_into, {dm.B, dm.H, dm.T, dm.d});
+    detail::check_output_view(kernel, "out", out_into, {dm.B, dm.H, dm.T, dm.d}, {&q_, &k_, &v_});
     res.out = out_into;
     if (!transposed) detail::zero_rows(res.out);
   } else {

@@ -63,8 +63,12 @@ struct PackedGemm {
       const T* a = A + k * sak;
       // A transposed (a weight gradient xᵀ·g) puts each k on a new line of x, a stride the
       // hardware prefetcher does not follow; its lines come from memory, so fetch 16 k ahead
-      // (prefetches past the end of A are harmless).
-      if (sai == 1) __builtin_prefetch(a + 16 * sak, 0, 3);
+      // (the address is formed as an integer: it may lie past the end of A, which a prefetch
+      // does not mind but pointer arithmetic would).
+      if (sai == 1)
+        __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(a) +
+                                                         static_cast<std::uintptr_t>(16 * sak) * sizeof(T)),
+                           0, 3);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const V ar(a[r * sai]);
