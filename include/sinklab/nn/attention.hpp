@@ -303,9 +303,7 @@ struct Attention {
       const Tensor<T> c = rope_table.cos, sn = rope_table.sin;
       auto rotated = [&](int64_t h0, int64_t n) {
         Tensor<T> y = Tensor<T>::empty({B, n, L, dh});
-        nn::gather_heads(x.data(), B, L, N, h0 * dh, n, dh, y.data(), [&](const T* src, T* dst, int64_t t) {
-          pos::kernels::rope_row(src, dst, c.data() + t * half, sn.data() + t * half, half, T(1), false);
-        });
+        pos::kernels::rope_gather(x.data(), B, L, N, h0 * dh, n, dh, c.data(), sn.data(), int64_t{0}, y.data());
         return y;
       };
       const Tensor<T> q = rope ? rotated(0, H) : heads(x, 0, H), k = rope ? rotated(H, Hkv) : heads(x, H, Hkv);

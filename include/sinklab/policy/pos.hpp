@@ -98,6 +98,17 @@ void rope_rotate(const T* x, T* y, const T* cos, const T* sin, int64_t outer, in
     }
   });
 }
+// Columns [col0, col0 + heads·d) of x [B, L, N] as heads y [B, heads, L, d], rotated to
+// positions offset + t: the split and RoPE in one pass.
+template <class T>
+void rope_gather(const T* x, int64_t B, int64_t L, int64_t N, int64_t col0, int64_t heads, int64_t d, const T* cos,
+                 const T* sin, int64_t offset, T* y) {
+  const int64_t half = d / 2;
+  nn::gather_heads(x, B, L, N, col0, heads, d, y, [&](const T* src, T* dst, int64_t t) {
+    const int64_t p = offset + t;
+    rope_row(src, dst, cos + p * half, sin + p * half, half, T(1), false);
+  });
+}
 }  // namespace kernels
 
 namespace detail {
@@ -142,10 +153,7 @@ Var<T> rope_heads(Var<T> x, int64_t col0, int64_t heads, int64_t d, const RopeTa
   const Tensor<T> c = table.cos, s = table.sin;
   const int64_t half = d / 2;
   Tensor<T> y = Tensor<T>::empty({B, heads, tlen, d});
-  nn::gather_heads(xv.data(), B, tlen, N, col0, heads, d, y.data(), [&](const T* src, T* dst, int64_t t) {
-    const int64_t p = offset + t;
-    kernels::rope_row(src, dst, c.data() + p * half, s.data() + p * half, half, T(1), false);
-  });
+  kernels::rope_gather(xv.data(), B, tlen, N, col0, heads, d, c.data(), s.data(), offset, y.data());
   return x.tape->record(y, {x}, [=](Tape<T>& tape, const Tensor<T>& g) {
     nn::scatter_heads_grad(tape, x, g.data(), B, tlen, N, col0, heads, d,
                            [&](const T* src, T* dst, int64_t t, bool add) {
