@@ -179,6 +179,22 @@ TEST_CASE_TEMPLATE("block_gemm: strided A (plain or transposed) times row-major 
           }
 }
 
+TEST_CASE_TEMPLATE("transpose_rows: whole 16 × 16 tiles and ragged edges, strided source and destination", T, float,
+                   double) {
+  for (int64_t n : {1, 15, 16, 33, 256})
+    for (int64_t d : {1, 12, 16, 32, 35}) {
+      const int64_t lds = d + 5, ld = n + 3;
+      const auto src = random_vector<T>(n * lds, 11);
+      std::vector<T> dst(static_cast<std::size_t>(d * ld), T(-7));
+      transpose_rows(src.data(), lds, n, d, dst.data(), ld);
+      int64_t wrong = 0;
+      for (int64_t c = 0; c < d; ++c)
+        for (int64_t j = 0; j < ld; ++j)  // the padding past n stays untouched
+          wrong += dst[c * ld + j] != (j < n ? src[j * lds + c] : T(-7));
+      CHECK_MESSAGE(wrong == 0, "n=", n, " d=", d);
+    }
+}
+
 TEST_CASE("attention: the block-product path of the fused kernels equals the reference (double, GQA, causal)") {
   // Head size and key block are whole SIMD vectors of double, so the fused kernels take block_gemm.
   constexpr int64_t W = simd_width<double>();

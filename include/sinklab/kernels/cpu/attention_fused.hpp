@@ -122,8 +122,8 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
       const T* Vv = v.at(b, hk);
       T* O = out.at(b, h, i0);
       const int64_t ldq = q.ld, ldk = k.ld, ldv = v.ld, ldo = out.ld;
-      for (int64_t c = 0; c < d; ++c)
-        for (int64_t r = 0; r < rv; ++r) qt[c * rv + r] = r < rows ? Q[r * ldq + c] : T(0);
+      transpose_rows(Q, ldq, rows, d, qt, rv);
+      for (int64_t c = 0; c < d; ++c) std::fill(qt + c * rv + rows, qt + (c + 1) * rv, T(0));
       if (kend == 0)  // no visible key: zero output
         for (int64_t r = 0; r < rows; ++r) std::fill(O + r * ldo, O + r * ldo + d, T(0));
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
@@ -388,10 +388,12 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
   Tensor<T> lse_all;
   if constexpr (normalised) lse_all = fwd.lse.contiguous();
 
+  // dq, dk and dv accumulate in place, each block zeroed just before its first product (in
+  // cache, instead of a zero-filling pass over all of them up front).
   AttentionGrads<T, Score> g;
-  g.dq = detail::output_zeros<T>(q.shape());
-  g.dk = detail::output_zeros<T>(k.shape());
-  g.dv = detail::output_zeros<T>(v.shape());
+  g.dq = detail::output_empty<T>(q.shape());
+  g.dk = detail::output_empty<T>(k.shape());
+  g.dv = detail::output_empty<T>(v.shape());
   const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v),
                                   dor = detail::head_rows(dout), outr = detail::head_rows(out);
   g.dscore = policy::zeros_like(params);
@@ -430,6 +432,8 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
       if (vr.ld != d) V = detail::copy_rows(V, vr.ld, dm.S, d, vcbuf.data());
       T* dK = g.dk.data() + bk * dm.S * d;
       T* dV = g.dv.data() + bk * dm.S * d;
+      std::fill(dK, dK + dm.S * d, T(0));
+      std::fill(dV, dV + dm.S * d, T(0));
       if (blocked) {
         transpose_rows(K, d, dm.S, d, kt, ldt);
         transpose_rows(V, d, dm.S, d, vt, ldt);
@@ -440,12 +444,13 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
           const int64_t rows = std::min(Bq, dm.T - i0);
           int64_t kend = 0;
           for (int64_t r = 0; r < rows; ++r) kend = std::max(kend, end[r] = Mask::key_end(i0 + r, dm.T, dm.S, kvlen));
+          T* dQ = g.dq.data() + (bh * dm.T + i0) * d;
+          std::fill(dQ, dQ + rows * d, T(0));
           if (kend == 0) continue;  // no key visible: every gradient of this block is 0
           const T* Q = qr.at(b, h, i0);
           const T* dO = dor.at(b, h, i0);
           if (qr.ld != d) Q = detail::copy_rows(Q, qr.ld, rows, d, qcbuf.data());
           if (dor.ld != d) dO = detail::copy_rows(dO, dor.ld, rows, d, dobuf.data());
-          T* dQ = g.dq.data() + (bh * dm.T + i0) * d;
           const T* lse = normalised ? lse_all.data() + bh * dm.T + i0 : nullptr;
           constexpr int64_t W = simd_width<T>();
           auto logits = [&](int64_t j0, int64_t cols) {
