@@ -1,6 +1,9 @@
 // The tape itself: accumulation, hooks, no_grad, reuse without reallocation, errors,
-// and that gradcheck catches a wrong gradient.
+// and that gradcheck catches a wrong gradient; the block pool behind every tensor.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "sinklab/autodiff/autodiff.hpp"
 
@@ -89,6 +92,23 @@ TEST_CASE("tape: clear() and reuse keep capacity and stop allocating after the f
   }
   CHECK(BlockPool::instance().misses() == misses_after_first);
   CHECK(t.capacity() == cap);
+}
+
+TEST_CASE("storage: blocks of 1 MiB and more are whole 2 MiB pages, reused by size; smaller ones 64-byte aligned") {
+  auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  const std::size_t MiB = std::size_t{1} << 20;
+  for (std::size_t bytes : {MiB - 4, MiB, 3 * MiB + 4, 4 * MiB}) {
+    auto a = allocate_host<float>(bytes / sizeof(float));
+    CHECK_MESSAGE(address(a.get()) % (bytes >= MiB ? 2 * MiB : 64) == 0, bytes, " bytes");
+    std::fill(a.get(), a.get() + bytes / sizeof(float), 1.f);  // the whole block is ours
+  }
+  // 1.5 MiB and 2 MiB share a pool size (one 2 MiB page): the second reuses the first's block.
+  const float* first = nullptr;
+  { auto a = allocate_host<float>(3 * MiB / 2 / sizeof(float)); first = a.get(); }
+  const std::size_t misses = BlockPool::instance().misses();
+  auto b = allocate_host<float>(2 * MiB / sizeof(float));
+  CHECK(b.get() == first);
+  CHECK(BlockPool::instance().misses() == misses);
 }
 
 TEST_CASE("tape: errors name the operation and shapes") {
