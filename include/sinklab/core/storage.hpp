@@ -2,15 +2,17 @@
 // so a training loop that allocates the same shapes every step stops calling malloc
 // after its first step.
 //
-// Blocks of 1 MiB and more are whole, aligned 2 MiB pages and ask Linux for transparent huge
-// pages (MADV_HUGEPAGE; honoured when THP is "always" or "madvise"). A training step strides
-// through hundreds of MiB of activations — rows kilobytes apart, transposed reads in weight
-// gradients — and on 4 KiB pages every few rows needs another TLB entry: the large decoder of
-// bench/train_step runs 3% faster on huge pages. The price is up to 2× the memory for blocks
-// just over 1 MiB.
+// Blocks of 1 MiB and more are whole 2 MiB pages: on Linux each is its own 2 MiB-aligned
+// mapping that asks for transparent huge pages (MADV_HUGEPAGE; honoured when THP is "always"
+// or "madvise"). A training step strides through hundreds of MiB of activations — rows
+// kilobytes apart, transposed reads in weight gradients — and on 4 KiB pages every few rows
+// needs another TLB entry: the large decoder of bench/train_step runs 3% faster on huge pages.
+// The price is up to 2× the memory for blocks just over 1 MiB.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -30,6 +32,7 @@ class BlockPool {
   }
 
   void* acquire(std::size_t bytes) {
+    if (bytes > std::numeric_limits<std::size_t>::max() - kHugePage) throw std::bad_alloc();
     bytes = round_up(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -43,13 +46,7 @@ class BlockPool {
       }
       ++misses_;
     }
-    const bool huge = bytes >= kHugePage;  // round_up made it a whole number of pages
-    void* p = std::aligned_alloc(huge ? kHugePage : 64, bytes);
-    if (!p) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
-#endif
-    return p;
+    return system_alloc(bytes);
   }
 
   void release(void* p, std::size_t bytes) {
@@ -62,14 +59,14 @@ class BlockPool {
         return;
       }
     }
-    std::free(p);
+    system_free(p, bytes);
   }
 
   // Returns every cached block to the system.
   void trim() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [bytes, blocks] : free_)
-      for (void* p : blocks) std::free(p);
+      for (void* p : blocks) system_free(p, bytes);
     free_.clear();
     cached_ = 0;
   }
@@ -94,6 +91,39 @@ class BlockPool {
     const std::size_t unit = b >= kHugePage / 2 ? kHugePage : 64;
     return b == 0 ? 64 : (b + unit - 1) / unit * unit;
   }
+  // `bytes` as rounded by round_up: a whole number of huge pages from kHugePage on.
+  static void* system_alloc(std::size_t bytes) {
+#if defined(__linux__)
+    if (bytes >= kHugePage) {
+      // Map a page more than needed and return the unaligned ends, so the block starts on a
+      // 2 MiB boundary without aligned_alloc's padding staying mapped.
+      void* m = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) throw std::bad_alloc();
+      const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(m);
+      const std::uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
+      if (start > base) ::munmap(m, start - base);
+      if (const std::uintptr_t end = base + bytes + kHugePage; end > start + bytes)
+        ::munmap(reinterpret_cast<void*>(start + bytes), end - (start + bytes));
+      void* p = reinterpret_cast<void*>(start);
+#if defined(MADV_HUGEPAGE)
+      ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: where refused, the block has 4 KiB pages
+#endif
+      return p;
+    }
+#endif
+    void* p = std::aligned_alloc(bytes >= kHugePage ? kHugePage : 64, bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  static void system_free(void* p, std::size_t bytes) {
+#if defined(__linux__)
+    if (bytes >= kHugePage) {
+      ::munmap(p, bytes);
+      return;
+    }
+#endif
+    std::free(p);
+  }
   mutable std::mutex mu_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
   std::size_t cached_ = 0;
@@ -104,6 +134,7 @@ class BlockPool {
 // Allocates n elements of T from the pool; memory is uninitialised.
 template <class T>
 std::shared_ptr<T[]> allocate_host(std::size_t n) {
+  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
   const std::size_t bytes = n * sizeof(T);
   T* p = static_cast<T*>(BlockPool::instance().acquire(bytes));
   return std::shared_ptr<T[]>(p, [bytes](T* q) { BlockPool::instance().release(q, bytes); });
