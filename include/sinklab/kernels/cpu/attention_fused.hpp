@@ -205,7 +205,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   }
   const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v);
   const detail::HeadRows<T> outr = detail::head_rows_mut(res.out);
-  if constexpr (normalised) res.lse = detail::output_zeros<T>({dm.B, dm.H, dm.T});
+  if constexpr (normalised) res.lse = detail::output_empty<T>({dm.B, dm.H, dm.T});  // every row is written
   Tensor<T> sink;
   if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
@@ -411,7 +411,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
 
   parallel_for(0, dm.B * dm.Hkv, 1, [&](int64_t lo, int64_t hi) {
     detail::Scratch<T> sbuf(Bq * Bk), dbuf(Bq * Bk), Dbuf(Bq), ktbuf(blocked ? d * ldt : 0),
-        vtbuf(blocked ? d * ldt : 0), kcbuf(kr.ld != d ? dm.S * d : 0), vcbuf(vr.ld != d ? dm.S * d : 0),
+        vtbuf(blocked ? d * ldt : 0), kcbuf(kr.ld != d ? dm.S * d : 0), vcbuf(vr.ld != d && !blocked ? dm.S * d : 0),
         dobuf(dor.ld != d ? Bq * d : 0), qcbuf(qr.ld != d ? Bq * d : 0);
     T* kt = ktbuf.data();
     T* vt = vtbuf.data();
@@ -427,16 +427,18 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
       const T* V = vr.at(b, hk);
       // Keys and values read in place from a projection (rows kilobytes apart, which the block
       // products would step through in a few L1 sets) are copied once per task, Q and dO once per
-      // block; below, every row stride is d.
+      // block; below, every row stride is d. Blocked, the values are only read as Vᵀ, which is
+      // transposed straight from the strided rows.
       if (kr.ld != d) K = detail::copy_rows(K, kr.ld, dm.S, d, kcbuf.data());
-      if (vr.ld != d) V = detail::copy_rows(V, vr.ld, dm.S, d, vcbuf.data());
+      int64_t ldv = vr.ld;
+      if (vr.ld != d && !blocked) V = detail::copy_rows(V, vr.ld, dm.S, d, vcbuf.data()), ldv = d;
       T* dK = g.dk.data() + bk * dm.S * d;
       T* dV = g.dv.data() + bk * dm.S * d;
       std::fill(dK, dK + dm.S * d, T(0));
       std::fill(dV, dV + dm.S * d, T(0));
       if (blocked) {
         transpose_rows(K, d, dm.S, d, kt, ldt);
-        transpose_rows(V, d, dm.S, d, vt, ldt);
+        transpose_rows(V, ldv, dm.S, d, vt, ldt);
       }
       for (int64_t h = hk * dm.group(); h < (hk + 1) * dm.group(); ++h) {
         const int64_t bh = b * dm.H + h;
