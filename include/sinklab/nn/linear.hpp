@@ -2,6 +2,10 @@
 //
 // Weights are stored [in, out] so the forward is one GEMM without a transpose; PyTorch
 // stores nn.Linear weights [out, in] (transpose when exchanging checkpoints).
+//
+// Linear's weight starts from `init` (fan_in = in under Init::pytorch()); its bias, if any,
+// from init.for_bias(in): 0, or U(±1/√in) under Init::pytorch() as nn.Linear. Embedding's table
+// starts from init.for_embedding(): N(0, 1) under Init::pytorch() as nn.Embedding.
 #pragma once
 #include <string>
 
@@ -25,7 +29,7 @@ struct Linear {
       : in(in_features), out(out_features), name(std::move(prefix)) {
     SINKLAB_CHECK(in > 0 && out > 0, "Linear '", name, "': features must be positive, got in=", in, " out=", out);
     weight = Parameter<T>(join_name(name, "weight"), make_tensor<T>({in, out}, init, rng));
-    if (with_bias) bias = Parameter<T>(join_name(name, "bias"), Tensor<T>::zeros({out}));
+    if (with_bias) bias = Parameter<T>(join_name(name, "bias"), make_tensor<T>({out}, init.for_bias(in), rng));
   }
 
   bool has_bias() const { return bias.value.defined(); }
@@ -58,7 +62,7 @@ struct Embedding {
       : vocab(vocab_size), dim(d), name(std::move(prefix)) {
     SINKLAB_CHECK(vocab > 0 && dim > 0, "Embedding '", name, "': sizes must be positive, got vocab=", vocab,
                   " dim=", dim);
-    weight = Parameter<T>(join_name(name, "weight"), make_tensor<T>({vocab, dim}, init, rng));
+    weight = Parameter<T>(join_name(name, "weight"), make_tensor<T>({vocab, dim}, init.for_embedding(), rng));
   }
 
   autodiff::Var<T> operator()(autodiff::Tape<T>& tape, const Tensor<int32_t>& ids) {

@@ -52,7 +52,7 @@ struct ModelConfig {
   double z_loss = 0.0;         // adds z_loss · mean(logsumexp²) to the loss (PaLM)
   double residual_clip = 0.0;  // > 0: clip the residual stream at ±residual_clip after each branch
   bool zero_init_output = false;  // W_O and the FFN output projections start at 0
-  nn::Init init = nn::Init::normal(0.02);
+  nn::Init init = nn::Init::normal(0.02);  // nn::Init::pytorch(): PyTorch's module defaults (nn/init.hpp)
   norm::Options norm{};
   tokens::Options tokens{};
 };

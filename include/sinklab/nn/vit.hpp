@@ -33,7 +33,7 @@ struct VitConfig {
   bool qk_norm = false;
   double residual_clip = 0.0;
   bool zero_init_output = false;
-  nn::Init init = nn::Init::normal(0.02);
+  nn::Init init = nn::Init::normal(0.02);  // pytorch(): Linear U(±1/√fan_in), cls/positions N(0, 1)
   norm::Options norm{};
   tokens::Options tokens{};  // registers (tokens::Registers): count and placement
 };
@@ -101,8 +101,8 @@ struct ViT {
       const int64_t D = cfg.d_model;
       patch_embed =
           Linear<T>(join_name(name, "patch_embed"), cfg.channels * cfg.patch * cfg.patch, D, rng, cfg.init, true);
-      cls = Parameter<T>(join_name(name, "cls"), make_tensor<T>({1, D}, cfg.init, rng));
-      positions = Parameter<T>(join_name(name, "pos"), make_tensor<T>({1 + patches, D}, cfg.init, rng));
+      cls = Parameter<T>(join_name(name, "cls"), make_tensor<T>({1, D}, cfg.init.for_embedding(), rng));
+      positions = Parameter<T>(join_name(name, "pos"), make_tensor<T>({1 + patches, D}, cfg.init.for_embedding(), rng));
       registers = typename Tokens::template Module<T>(join_name(name, "registers"), D, rng, cfg.tokens);
       const ModelConfig mc{.d_model = D,
                            .layers = cfg.layers,

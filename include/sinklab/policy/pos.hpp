@@ -10,7 +10,8 @@
 //            so ⟨RoPE(q, m), RoPE(k, n)⟩ depends on m − n only. base (θ) defaults to 10000.
 //            cos/sin tables [len, d/2] are computed in double and cached per (len, d).
 //   Learned  absolute positions: adds rows [offset, offset + T) of a learned table [max_len, d]
-//            to x [B, T, d] (init N(0, 0.02)).
+//            to x [B, T, d] (init N(0, 0.02); N(0, 1) under nn::Init::pytorch(), as the
+//            nn.Embedding of the reference code).
 //   None     adds nothing.
 //
 // Modules follow the nn convention (prefix, dim, rng, Options); RoPE has no parameters.
@@ -229,7 +230,8 @@ struct Learned {
         : max_len(o.max_len), dim(d), name(std::move(prefix)) {
       SINKLAB_CHECK(d > 0 && max_len > 0, "learned positions '", name, "': sizes must be positive, got max_len=",
                     max_len, " dim=", d);
-      weight = Parameter<T>(nn::join_name(name, "weight"), nn::make_tensor<T>({max_len, dim}, o.init, rng));
+      weight = Parameter<T>(nn::join_name(name, "weight"),
+                            nn::make_tensor<T>({max_len, dim}, o.init.for_embedding(), rng));
     }
 
     // x [..., T, dim] + table[offset : offset + T].

@@ -33,7 +33,7 @@ enum class Placement { Prepend, Append };
 struct Options {
   int64_t count = 4;                          // Registers only (Sink always has one token)
   Placement placement = Placement::Append;    // Registers only (Sink is always prepended)
-  nn::Init init = nn::Init::normal(0.02);
+  nn::Init init = nn::Init::normal(0.02);     // a table: nn::Init::pytorch() gives N(0, 1) (for_embedding)
 };
 
 // tokens [n, d] repeated over a batch → [B, n, d]; backward sums over the batch.
@@ -65,7 +65,7 @@ struct TokenModule {
               const nn::Init& init)
       : count(n), dim(d), placement(p), name(std::move(prefix)), kind(k) {
     SINKLAB_CHECK(n > 0 && d > 0, kind, " '", name, "': count and dim must be positive, got count=", n, " dim=", d);
-    weight = Parameter<T>(nn::join_name(name, param), nn::make_tensor<T>({n, d}, init, rng));
+    weight = Parameter<T>(nn::join_name(name, param), nn::make_tensor<T>({n, d}, init.for_embedding(), rng));
   }
 
   int64_t extra() const { return count; }
