@@ -1,0 +1,208 @@
+// Figures through gnuplot: the data files plus one re-runnable plots.gp in the output
+// directory, rendered to PNG when gnuplot is installed (a message, never a failure, when not).
+//
+//   experiment::Figures fig(out);
+//   fig.dynamics("dynamics.png", "training dynamics", {{"attn_sink", "Attn_<s>"}, ...},
+//                {{"vanilla", "dynamics_vanilla.csv"}, {"vga", "dynamics_vga.csv"}});
+//   fig.heatmaps("attention.png", "attention maps", {{"vanilla", "attn_vanilla.dat"}}, labels);
+//   fig.bars("kurtosis.png", "average kurtosis", "kurtosis.dat");   // label mean sd rows
+//   fig.script("...");                                              // anything else, verbatim
+//   fig.render();
+//
+// Dynamics files are those write_dynamics() makes: step, then <metric>_mean, _min, _max.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sinklab/experiment/run.hpp"
+#include "sinklab/experiment/stats.hpp"
+#include "sinklab/io/files.hpp"
+#include "sinklab/io/metrics_log.hpp"
+
+namespace sinklab::experiment {
+
+// Mean, min and max over seeds of each metric at every step all runs logged.
+inline void write_dynamics(const fs::path& file, const std::vector<const RunResult*>& runs,
+                           const std::vector<std::string>& metrics) {
+  SINKLAB_CHECK(!runs.empty(), "experiment::write_dynamics: no runs for '", file.string(), "'");
+  io::CsvLog csv(file);
+  for (const Json& first : runs.front()->history) {
+    const int64_t step = first.value("step", int64_t{-1});
+    io::LogRow row{{"step", step}};
+    bool all = true;
+    std::vector<std::vector<double>> xs(metrics.size());
+    for (const auto* r : runs) {
+      const Json* at = nullptr;
+      for (const Json& h : r->history)
+        if (h.value("step", int64_t{-2}) == step) at = &h;
+      if (!at) {
+        all = false;
+        break;
+      }
+      for (std::size_t m = 0; m < metrics.size(); ++m)
+        xs[m].push_back(at->contains(metrics[m]) ? number((*at)[metrics[m]]) : NAN);
+    }
+    if (!all) continue;
+    for (std::size_t m = 0; m < metrics.size(); ++m) {
+      const Spread s = summarize(xs[m]);
+      row.emplace_back(metrics[m] + "_mean", s.mean);
+      row.emplace_back(metrics[m] + "_min", s.min);
+      row.emplace_back(metrics[m] + "_max", s.max);
+    }
+    csv.log(row);
+  }
+}
+
+// Single-quoted gnuplot (and shell) string: the quote itself is doubled.
+inline std::string gp_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'";
+}
+
+inline const char* palette(std::size_t i) {
+  static const char* colours[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
+                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  return colours[i % (sizeof colours / sizeof *colours)];
+}
+
+class Figures {
+ public:
+  struct Panel {
+    std::string metric, title;
+    bool log_y = false;
+  };
+  struct Series {
+    std::string label, file;  // file relative to the output directory
+  };
+
+  explicit Figures(fs::path dir) : dir_(std::move(dir)) {
+    const bool cairo = have_gnuplot() && std::system("gnuplot -e 'set terminal pngcairo' > /dev/null 2>&1") == 0;
+    term_ = cairo ? "pngcairo noenhanced font 'DejaVu Sans,10'" : "png noenhanced";
+    cairo_ = cairo;
+    gp_ << "# Re-run with: cd <this directory> && gnuplot plots.gp\nset datafile separator ','\n";
+  }
+
+  static bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+  const std::string& terminal() const { return term_; }
+  bool cairo() const { return cairo_; }
+
+  // A grid of panels, one line per series (its mean) and a band from min to max over seeds.
+  void dynamics(const std::string& png, const std::string& title, const std::vector<Panel>& panels,
+                const std::vector<Series>& series, int columns = 3) {
+    const int rows = static_cast<int>((panels.size() + columns - 1) / columns);
+    gp_ << "set terminal " << term_ << " size " << 500 * columns << "," << 380 * rows + 40 << "\n";
+    gp_ << "set output " << gp_quote(png) << "\nset multiplot layout " << rows << "," << columns << " title "
+        << gp_quote(title) << "\nset key top right font ',9'\nset grid\nset xlabel 'step'\n"
+        << "set datafile columnheaders\n";
+    if (cairo_) gp_ << "set style fill transparent solid 0.18 noborder\n";
+    for (std::size_t p = 0; p < panels.size(); ++p) {
+      gp_ << "set title " << gp_quote(panels[p].title) << "\n" << (panels[p].log_y ? "set" : "unset")
+          << " logscale y\nplot ";
+      for (std::size_t s = 0; s < series.size(); ++s) {
+        const std::string f = gp_quote(series[s].file), lc = std::string("lc rgb '") + palette(s) + "'";
+        const std::string m = panels[p].metric;
+        if (cairo_)
+          gp_ << (s ? ", " : "") << f << " using 1:(column('" << m << "_min')):(column('" << m
+              << "_max')) with filledcurves " << lc << " notitle";
+        gp_ << ((cairo_ || s) ? ", " : "") << f << " using 1:(column('" << m << "_mean')) with lines lw 2 "
+            << lc << " title " << (p == 0 ? gp_quote(series[s].label) : "''");
+      }
+      gp_ << "\n";
+    }
+    gp_ << "unset multiplot\nunset logscale y\nunset xlabel\nunset datafile columnheaders\n";
+    pngs_.push_back(png);
+  }
+
+  // Matrices side by side (whitespace-separated .dat files, row = query), values in [0, max].
+  void heatmaps(const std::string& png, const std::string& title, const std::vector<Series>& maps,
+                const std::vector<std::string>& labels = {}, double max = 1.0) {
+    gp_ << "set terminal " << term_ << " size " << 520 * maps.size() << ",560\nset output " << gp_quote(png) << "\n";
+    gp_ << "set multiplot layout 1," << maps.size() << " title " << gp_quote(title) << "\n";
+    gp_ << "set datafile separator whitespace\nunset grid\nunset key\nset size ratio -1\n"
+        << "set palette defined (0 'white', 0.5 '#6baed6', 1 '#08306b')\nset cbrange [0:" << max << "]\n";
+    if (!labels.empty()) {
+      std::string t = "(";
+      for (std::size_t i = 0; i < labels.size(); ++i) t += (i ? ", " : "") + gp_quote(labels[i]) + " " + std::to_string(i);
+      t += ")";
+      const long n = static_cast<long>(labels.size());
+      gp_ << "set xrange [-0.5:" << n - 0.5 << "]\nset yrange [" << n - 0.5 << ":-0.5]\n";
+      gp_ << "set xtics " << t << " font ',8'\nset ytics " << t << " font ',8'\n";
+    } else {
+      gp_ << "set autoscale xfix\nset autoscale yfix\nset yrange [*:*] reverse\n";
+    }
+    gp_ << "set xlabel 'key'\nset ylabel 'query'\n";
+    for (const auto& m : maps)
+      gp_ << "set title " << gp_quote(m.label) << "\nplot " << gp_quote(m.file) << " matrix with image\n";
+    gp_ << "unset multiplot\nset size noratio\nunset xlabel\nunset ylabel\nset xtics autofreq\nset ytics autofreq\n"
+        << "set xrange [*:*]\nset yrange [*:*] noreverse\nset datafile separator ','\n";
+    pngs_.push_back(png);
+  }
+
+  // One bar per row of a bars file (see write_bars): height = mean, error bar = sd.
+  void bars(const std::string& png, const std::string& title, const std::string& file, const std::string& ylabel = "",
+            bool log_y = false) {
+    gp_ << "set terminal " << term_ << " size 900,520\nset output " << gp_quote(png) << "\n";
+    gp_ << "set title " << gp_quote(title) << "\nunset key\nset grid ytics\nset boxwidth 0.6\n"
+        << "set style fill solid 0.7 border -1\nset ylabel " << gp_quote(ylabel) << "\n"
+        << (log_y ? "set logscale y\nset yrange [*:*]\n" : "unset logscale y\nset yrange [0:*]\n")
+        << "set xtics rotate by -30\n";
+    gp_ << "plot " << gp_quote(file) << " skip 1 using 0:2:3:xtic(1) with boxerrorbars lc rgb '#1f77b4'\n";
+    gp_ << "set xtics norotate autofreq\nunset logscale y\nset yrange [*:*]\nunset ylabel\n";
+    pngs_.push_back(png);
+  }
+
+  // Anything else, verbatim (must set its own terminal and output).
+  void script(const std::string& text, const std::string& png = "") {
+    gp_ << text;
+    if (!text.empty() && text.back() != '\n') gp_ << "\n";
+    if (!png.empty()) pngs_.push_back(png);
+  }
+
+  // Writes plots.gp and runs gnuplot on it; returns whether PNGs were made.
+  bool render() {
+    io::write_file_atomically(dir_ / "plots.gp", gp_.str());
+    if (!have_gnuplot()) {
+      std::printf("plots: gnuplot not found, so no PNGs; the data and %s are written (install gnuplot, e.g. "
+                  "apt-get install gnuplot-nox, and run `gnuplot plots.gp` there)\n",
+                  (dir_ / "plots.gp").string().c_str());
+      return false;
+    }
+    const std::string cmd = "cd " + gp_quote(dir_.string()) + " && gnuplot plots.gp 2> plots.log";
+    if (std::system(cmd.c_str()) != 0) {
+      std::printf("plots: gnuplot failed on %s (see plots.log there); the data files are complete\n",
+                  (dir_ / "plots.gp").string().c_str());
+      return false;
+    }
+    std::string list;
+    for (const auto& p : pngs_) list += (list.empty() ? "" : ", ") + (dir_ / p).string();
+    std::printf("plots: %s\n", list.c_str());
+    return true;
+  }
+
+ private:
+  fs::path dir_;
+  std::ostringstream gp_;
+  std::string term_;
+  bool cairo_ = false;
+  std::vector<std::string> pngs_;
+};
+
+// A bars file: "label,mean,sd" rows, one per variant, for Figures::bars.
+inline void write_bars(const fs::path& file, const std::vector<std::pair<std::string, Spread>>& bars) {
+  std::ostringstream s;
+  s << "label,mean,sd\n";
+  for (const auto& [label, sp] : bars) s << '"' << label << "\"," << sp.mean << ',' << (std::isfinite(sp.sd) ? sp.sd : 0) << "\n";
+  io::write_file_atomically(file, s.str());
+}
+
+}  // namespace sinklab::experiment

@@ -1,0 +1,67 @@
+// Summary statistics of one figure over seeds: mean, sample standard deviation, min and max.
+//
+//   experiment::Spread s = experiment::summarize({0.91, 0.93, 0.90});
+//   s.str()    // "0.913 ± 0.015 (0.900..0.930)"
+//
+// NaN values (a diverged run, a metric that does not apply) are counted but left out of the
+// statistics, so one bad seed shows up as `n_finite < n` instead of poisoning the mean.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace sinklab::experiment {
+
+struct Spread {
+  std::size_t n = 0;         // values given
+  std::size_t n_finite = 0;  // values that entered the statistics
+  double mean = NAN, sd = NAN, min = NAN, max = NAN;
+
+  // "mean ± sd (min..max)"; with one finite value just the value; "n/a" with none.
+  std::string str(int precision = 3) const {
+    if (n_finite == 0) return "n/a";
+    char buf[160];
+    if (n_finite == 1) {
+      std::snprintf(buf, sizeof buf, "%.*f", precision, mean);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.*f ± %.*f (%.*f..%.*f)", precision, mean, precision, sd, precision, min,
+                    precision, max);
+    }
+    std::string s = buf;
+    if (n_finite < n) s += " [" + std::to_string(n - n_finite) + " non-finite]";
+    return s;
+  }
+  // "mean ± sd" only, for dense tables.
+  std::string short_str(int precision = 3) const {
+    if (n_finite == 0) return "n/a";
+    char buf[96];
+    if (n_finite == 1) std::snprintf(buf, sizeof buf, "%.*f", precision, mean);
+    else std::snprintf(buf, sizeof buf, "%.*f ± %.*f", precision, mean, precision, sd);
+    return buf;
+  }
+};
+
+inline Spread summarize(const std::vector<double>& xs) {
+  Spread s;
+  s.n = xs.size();
+  double sum = 0;
+  for (double x : xs) {
+    if (!std::isfinite(x)) continue;
+    if (s.n_finite == 0) s.min = s.max = x;
+    s.min = std::min(s.min, x);
+    s.max = std::max(s.max, x);
+    sum += x;
+    ++s.n_finite;
+  }
+  if (s.n_finite == 0) return s;
+  s.mean = sum / double(s.n_finite);
+  double ss = 0;
+  for (double x : xs)
+    if (std::isfinite(x)) ss += (x - s.mean) * (x - s.mean);
+  s.sd = s.n_finite > 1 ? std::sqrt(ss / double(s.n_finite - 1)) : 0.0;  // sample sd (n − 1)
+  return s;
+}
+
+}  // namespace sinklab::experiment
