@@ -1,41 +1,40 @@
-// Value-State Gated Attention on Bigram-Backcopy (VGA paper §4.1, Figs. 4–6, App. D; PAPERS.md §1):
-// trains a vanilla transformer, IGA and VGA (gate on each key's value, and on the head output)
-// from the same initial weights on the same data stream, and tracks the attention sink on <s>
-// and the value-state drain that goes with it.
+// Value-State Gated Attention on Bigram-Backcopy (VGA paper §4.1, Figs. 4–6, App. D; docs/papers.md):
+// a vanilla transformer, IGA, VGA (gate on each key's value, and on the head output), a learnable
+// sink logit and a register token, all from the same initial weights on the same data stream,
+// tracking the attention sink on <s> and the value-state drain that goes with it.
 //
-//   vga_bigram_backcopy [--steps N] [--seeds 0,1,2] [--variants vanilla,iga,vga_values,vga_output]
-//                       [--layers L] [--d-model D] [--batch B] [--seq-len T] [--out DIR] ...
+//   vga_bigram_backcopy [--steps 2000] [--seeds 0,1,2] [--variants vanilla,iga,vga_values,...]
+//                       [--batch 64] [--init pytorch|normal] [--out DIR] [--resume|--force] ...
 //
-// Model: pre-LN (LayerNorm, biases frozen at 0), 1 head, causal, ReLU FFN d→4d→d, learned
-// absolute positions, untied LM head, N(0, 0.02) init. Gates g = σ(S·W_g) with one gate per head
-// and token, S = the layer input X (IGA) or the values V (VGA), W_g zero-initialised and no bias,
-// so every gate starts at 0.5. IGA gates each key's value before aggregation, as in the paper's
-// eq. (4): z_i = Σ_j g_j α_ij V_j. AdamW (lr 3e-4, wd 1e-4, betas 0.9/0.99), constant lr.
+// Model (Guo et al.'s BBM code): pre-LN (LayerNorm), 1 head, causal, no biases in the linear
+// maps, ReLU FFN d→4d→d, learned absolute positions, untied LM head. Init: PyTorch's module
+// defaults by default (--init pytorch: Embedding and positions N(0, 1), Linear U(±1/√fan_in),
+// LayerNorm γ = 1, β = 0 trained), which is what that code gets; --init normal is every matrix
+// N(0, 0.02) with LayerNorm shifts frozen at 0 (the sink forms far more slowly there).
+// Gates g = σ(S·W_g), one per head and token, S = the layer input X (IGA) or the values V
+// (VGA), W_g zero-initialised and no bias, so every gate starts at 0.5 (the paper publishes no
+// init; this is the neutral choice). The learnable sink adds one logit S_h per head to the
+// softmax's normaliser (gpt-oss; starts at 0); the register variant prepends one learnable
+// token (N(0, 1) under --init pytorch) before <s>. AdamW lr 3e-4, wd 1e-4, betas (0.9, 0.99).
 //
-// Writes into --out: metrics_<variant>_seed<s>.csv (every --log-every steps), dynamics_<variant>.csv
-// (mean, min and max over seeds), attn_<variant>.dat and value_norms_<variant>.csv (one eval
-// sequence, first seed), summary.csv / summary.md, and with gnuplot plots.gp and three PNGs.
+// Output (--out): the harness's run directories (runs/<variant>/seed<s>/ with metrics.jsonl/csv,
+// final.safetensors, attn.dat and value_norms.csv of eval sequence 0), dynamics_<variant>.csv
+// (mean/min/max over seeds), summary.md (table + claims), plots.gp and PNGs.
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/data/bigram_backcopy.hpp"
 #include "sinklab/data/brown.hpp"
+#include "sinklab/experiment/experiment.hpp"
 #include "sinklab/io/files.hpp"
-#include "sinklab/io/metrics_log.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/probe/attention_sink.hpp"
@@ -43,113 +42,89 @@
 #include "sinklab/probe/value_norms.hpp"
 
 using namespace sinklab;
+namespace ex = sinklab::experiment;
+namespace fs = std::filesystem;
 using autodiff::Parameter;
 using autodiff::Tape;
-namespace fs = std::filesystem;
 
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Models
+// Variants
 
-template <class Gate>
-using Model = nn::Transformer<nn::PreNorm<norm::LayerNorm>, attn::Attention<score::Softmax, Gate>, ffn::ReluMLP,
-                              pos::Learned>;
-using Vanilla = Model<gate::None>;
-using IGA = Model<gate::FromInput<gate::per_head, gate::on_values>>;
-using VGAValues = Model<gate::FromValue<gate::per_head, gate::on_values>>;
-using VGAOutput = Model<gate::FromValue<gate::per_head, gate::on_output>>;
+template <class Score, class Gate, class Tokens = tokens::None>
+using Model = nn::Transformer<nn::PreNorm<norm::LayerNorm>, attn::Attention<Score, Gate>, ffn::ReluMLP, pos::Learned,
+                              Tokens>;
+using Vanilla = Model<score::Softmax, gate::None>;
 
-// W_g = 0 and no bias: σ(0) = 0.5 everywhere at init, for IGA and VGA alike, so the gated models
-// start as the vanilla one with halved attention output and differ from each other only in the
-// gate's source (the paper publishes no init; this is the neutral choice).
-constexpr gate::Init kGateInit{gate::WeightInit::Zero, 0.02, gate::BiasInit::None};
-
-const std::vector<std::string> kAllVariants = {"vanilla", "iga", "vga_values", "vga_output"};
-
-std::string describe_variant(const std::string& v) {
-  if (v == "vanilla") return "vanilla softmax attention";
-  if (v == "iga") return "IGA: g_j = sigmoid(X_j W_g) on each key's value";
-  if (v == "vga_values") return "VGA: g_j = sigmoid(V_j W_g) on each key's value (eq. 4/6)";
-  return "VGA: g_i = sigmoid(V_i W_g) on each query's head output (App. B)";
+struct Variant {
+  const char* name;
+  const char* description;
+};
+const std::vector<Variant> kVariants = {
+    {"vanilla", "vanilla softmax attention"},
+    {"iga", "IGA: g_j = sigmoid(X_j W_g) on each key's value"},
+    {"vga_values", "VGA: g_j = sigmoid(V_j W_g) on each key's value (eq. 4/6)"},
+    {"vga_output", "VGA: g_i = sigmoid(V_i W_g) on each query's head output (App. B)"},
+    {"sink", "learnable sink: one logit per head in the softmax normaliser, no value"},
+    {"register", "one learnable register token prepended before <s>"},
+};
+std::vector<std::string> variant_names() {
+  std::vector<std::string> v;
+  for (const auto& x : kVariants) v.push_back(x.name);
+  return v;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Settings, metrics and results
+// Settings and metrics
 
 struct Settings {
-  // Defaults: the calibrated setting (PAPERS.md §1: 1 layer, d = 128, 1 head, T = 64) at batch 32
-  // instead of 64 so that 4 variants × 3 seeds fit `make demo`'s 10 minutes on 2 cores
-  // (docs/results/vga-bigram-backcopy.md has the timings); --batch 64 --steps 2000 is the
-  // calibration run itself.
-  int steps = 1000;
-  int64_t batch = 32, seq_len = 64, d_model = 128, layers = 1, eval_batch = 64;
-  std::vector<uint64_t> seeds{0, 1, 2};
-  std::vector<std::string> variants = kAllVariants;
+  ex::CommonFlags flags{.out = "out/vga", .steps = 2000};
+  // The calibrated setting (docs/results/vga-bigram-backcopy.md): 1 layer, d = 128, 1 head, T = 64,
+  // batch 64, 2000 steps.
+  int64_t batch = 64, seq_len = 64, d_model = 128, layers = 1, eval_batch = 64;
+  std::vector<std::string> variants = {"vanilla", "iga", "vga_values", "vga_output", "sink", "register"};
+  std::string init = "pytorch";
   double lr = 3e-4, weight_decay = 1e-4;
-  int log_every = 50;
-  int probe_layer = -1;  // -1: 0 with one layer, else 1 (the copy layer, see --probe-layer)
-  int threads = 0;
+  int64_t log_every = 50;
+  int probe_layer = -1;  // -1: 0 with one layer, else 1 (the copy layer)
   uint64_t eval_seed = 20240917;
-  std::string out = "out/vga";
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
+
+  ex::Json json() const {
+    return {{"batch", batch}, {"seq_len", seq_len},   {"d_model", d_model}, {"layers", layers},
+            {"eval_batch", eval_batch}, {"init", init}, {"lr", lr},          {"weight_decay", weight_decay},
+            {"log_every", log_every},   {"probe_layer", probe_layer}, {"eval_seed", eval_seed},
+            {"text", text_file.empty() ? (smoke ? "smoke" : "brown") : text_file}};
+  }
 };
 
-// One evaluation on the fixed eval batch.
-struct Metrics {
-  double loss = 0;
-  double bigram = 0, backcopy = 0;  // risks (nats)
-  double attn_sink = 0;             // Attn_<s>: mean attention to key 0 over non-trigger queries
-  double attn_triggers = 0;         // mean total attention of the same queries to trigger keys
-  double val_sink = 0;              // ‖v_<s>‖
-  double val_ratio = 0;             // ‖v_<s>‖ / mean_{j≠0} ‖v_j‖
-  double wo_val_sink = 0;           // ‖W_O v_<s>‖
-  double wo_val_ratio = 0;          // ‖W_O v_<s>‖ / mean_{j≠0} ‖W_O v_j‖
-  double delta_logit = 0;           // Δlogit_<s> over non-trigger queries
-  double gate_sink = 1, gate_rest = 1;  // mean gate at token 0 / at the other tokens (1: no gate)
+struct Column {
+  const char* name;   // key in the logs
+  const char* title;  // plots and tables
 };
-
-struct MetricColumn {
-  const char* name;   // CSV column
-  const char* title;  // plot / table title
-  double Metrics::*field;
+// What every evaluation logs (after step and train_loss), in order.
+const std::vector<Column> kColumns = {
+    {"loss", "eval loss"},
+    {"bigram_risk", "bigram risk"},
+    {"backcopy_risk", "backcopy risk"},
+    {"attn_sink", "Attn_<s>"},
+    {"attn_extra", "Attn to sink logit / register"},
+    {"attn_triggers", "Attn to triggers"},
+    {"val_sink", "‖v_<s>‖"},
+    {"val_sink_ratio", "‖v_<s>‖ / others"},
+    {"wo_val_sink", "‖W_O v_<s>‖"},
+    {"wo_val_sink_ratio", "‖W_O v_<s>‖ / others"},
+    {"delta_logit", "Δlogit_<s>"},
+    {"gate_sink", "gate at <s>"},
+    {"gate_rest", "gate at other tokens"},
 };
-const std::vector<MetricColumn> kColumns = {
-    {"loss", "eval loss", &Metrics::loss},
-    {"bigram_risk", "bigram risk", &Metrics::bigram},
-    {"backcopy_risk", "backcopy risk", &Metrics::backcopy},
-    {"attn_sink", "Attn_<s>", &Metrics::attn_sink},
-    {"attn_triggers", "Attn to triggers", &Metrics::attn_triggers},
-    {"val_sink", "||v_<s>||", &Metrics::val_sink},
-    {"val_sink_ratio", "||v_<s>|| / others", &Metrics::val_ratio},
-    {"wo_val_sink", "||W_O v_<s>||", &Metrics::wo_val_sink},
-    {"wo_val_sink_ratio", "||W_O v_<s>|| / others", &Metrics::wo_val_ratio},
-    {"delta_logit", "Delta logit_<s>", &Metrics::delta_logit},
-    {"gate_sink", "gate at <s>", &Metrics::gate_sink},
-    {"gate_rest", "gate at other tokens", &Metrics::gate_rest},
-};
-
-bool all_finite(const Metrics& m) {
-  for (const auto& c : kColumns)
-    if (!std::isfinite(m.*c.field)) return false;
-  return true;
+std::vector<std::string> column_names() {
+  std::vector<std::string> v;
+  for (const auto& c : kColumns) v.push_back(c.name);
+  return v;
 }
-
-// What the end of a run shows about one eval sequence.
-struct Snapshot {
-  int64_t n = 0;                          // tokens shown
-  std::vector<double> attention;          // n×n, row = query
-  std::vector<double> value_norm, wo_value_norm, gate;  // per token
-  std::vector<double> copy_score;         // per layer: attention of trigger queries to the token to copy
-};
-
-struct RunResult {
-  std::vector<std::pair<int, Metrics>> history;
-  Snapshot snapshot;
-  double seconds = 0;
-  int64_t shared_identical = 0, shared_total = 0;
-};
 
 struct EvalSet {
   Tensor<int32_t> x, y;
@@ -157,311 +132,131 @@ struct EvalSet {
   Tensor<float> trigger;      // [B, T]
 };
 
-// ---------------------------------------------------------------------------------------------
-// Progress
-
-std::string format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  const int total = static_cast<int>(s + 0.5);
-  char buf[32];
-  if (total >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", total / 60, total % 60);
-  else std::snprintf(buf, sizeof buf, "%ds", total);
-  return buf;
-}
-
-class Progress {
- public:
-  explicit Progress(int64_t total_steps) : total_(total_steps), tty_(isatty(fileno(stdout)) != 0) {}
-
-  void start_run() { run_start_ = Clock::now(); }
-  // Called after each step; redraws the line on a terminal at most every 0.25 s.
-  void step(const std::string& tag, int step, int steps, double loss) {
-    ++done_;
-    train_seconds_ += since(last_);
-    last_ = Clock::now();
-    if (!tty_) return;
-    if (since(last_draw_) < 0.25 && step != steps) return;
-    last_draw_ = Clock::now();
-    std::printf("\r%s", line(tag, step, steps, loss).c_str());
-    std::fflush(stdout);
-  }
-  void mark() { last_ = Clock::now(); }  // excludes evaluation time from the rate
-  // A full line (after an evaluation).
-  void report(const std::string& tag, int step, int steps, double loss, const Metrics& m) {
-    std::printf("%s%s | bigram %.3f backcopy %.3f Attn<s> %.3f |v<s>| %.3f (%.2fx) dlogit %+.2f\n", tty_ ? "\r" : "",
-                line(tag, step, steps, loss).c_str(), m.bigram, m.backcopy, m.attn_sink, m.val_sink, m.val_ratio,
-                m.delta_logit);
-    std::fflush(stdout);
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-  std::string line(const std::string& tag, int step, int steps, double loss) const {
-    const double rate = train_seconds_ > 0 ? double(done_) / train_seconds_ : 0;
-    const double eta = rate > 0 ? double(total_ - done_) / rate : NAN;
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "[%s] step %5d/%d loss %.4f  %5.1f steps/s  ETA %s", tag.c_str(), step, steps, loss,
-                  rate, format_duration(eta).c_str());
-    return buf;
-  }
-  int64_t total_ = 0, done_ = 0;
-  bool tty_ = false;
-  double train_seconds_ = 0;
-  Clock::time_point last_ = Clock::now(), last_draw_{}, run_start_{};
+// What the end of a run shows about eval sequence 0, written into the run directory.
+struct Snapshot {
+  int64_t n = 0;
+  std::vector<double> attention;                         // n×n, row = query
+  std::vector<double> value_norm, wo_value_norm, gate;  // per token
+  std::vector<double> copy_score;                        // per layer
 };
 
 // ---------------------------------------------------------------------------------------------
-// Evaluation
+// Evaluation on the fixed eval batch
 
 template <class M>
-Metrics evaluate(M& model, const data::BigramBackcopy& task, const EvalSet& ev, int layer, Snapshot* snap) {
+io::LogRow evaluate(M& model, const data::BigramBackcopy& task, const EvalSet& ev, int layer, bool sink_logit,
+                    Snapshot* snap) {
   autodiff::no_grad off;
   Tape<float> tape;
   nn::ModelProbe<float> probe;
   probe.attention = true;
   auto logits = model.logits(tape, ev.x, &probe);
-  Metrics m;
-  m.loss = autodiff::cross_entropy(logits, ev.y).item();
   const auto risk = task.risk(ev.x, ev.y, logits.value());
-  m.bigram = risk.bigram;
-  m.backcopy = risk.backcopy;
 
+  // Prepended tokens (the register) sit before <s>: keys and queries of the sequence start at `o`.
+  const int64_t o = model.tokens.offset();
+  const int64_t T = ev.x.size(1);
   const auto& rec = probe.layers[static_cast<std::size_t>(layer)].attn;
+  const Tensor<float> A = rec.weights.slice(2, o, o + T).slice(3, o, o + T).contiguous();
+  const Tensor<float> L = rec.logits.slice(2, o, o + T).slice(3, o, o + T).contiguous();
+  const Tensor<float> V = rec.values.slice(2, o, o + T).contiguous();
   const Tensor<float>& w_o = model.layers[static_cast<std::size_t>(layer)].attn.w_o.value;
-  m.attn_sink = probe::attn_to_key(rec.weights, 0, ev.non_trigger).mean();
-  m.delta_logit = probe::delta_logit(rec.logits, 0, ev.non_trigger).mean();
-  {
-    // Trigger tokens are never copied (the copy target is the token before a trigger), so they
-    // are the other keys a head can park attention on; this says how much it does.
-    const Tensor<float>& A = rec.weights;
-    const int64_t B = A.size(0), H = A.size(1), T = A.size(2);
-    double sum = 0;
-    int64_t count = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 1; i < T; ++i) {
-        if (ev.non_trigger(b, i) == 0.f) continue;
-        ++count;
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t j = 1; j <= i; ++j)
-            if (ev.trigger(b, j) != 0.f) sum += A(b, h, i, j) / double(H);
+  const int64_t B = A.size(0), H = A.size(1);
+
+  // Attention that lands outside the sequence: the register's key, or the sink logit's share
+  // (its weight is 1 − Σ_j A_ij), over the same non-trigger queries as Attn_<s>.
+  double extra = 0, trig = 0;
+  int64_t count = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 1; i < T; ++i) {
+      if (ev.non_trigger(b, i) == 0.f) continue;
+      ++count;
+      for (int64_t h = 0; h < H; ++h) {
+        double row = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          row += A(b, h, i, j);
+          // Trigger tokens are never copied (the copy target is the token before a trigger), so
+          // they are the other keys a head can park attention on.
+          if (j >= 1 && ev.trigger(b, j) != 0.f) trig += A(b, h, i, j) / double(H);
+        }
+        if (o > 0) extra += double(rec.weights(b, h, o + i, 0)) / double(H);
+        else if (sink_logit) extra += (1.0 - row) / double(H);
       }
-    m.attn_triggers = count ? sum / double(count) : 0.0;
-  }
-  const Tensor<double> vn = probe::value_norms(rec.values);  // [H, T], batch means
-  const Tensor<double> on = probe::output_value_norms(rec.values, w_o);
+    }
+  const Tensor<double> vn = probe::value_norms(V);  // [H, T], batch means
+  const Tensor<double> on = probe::output_value_norms(V, w_o);
   double vs = 0, os = 0;
-  for (int64_t h = 0; h < vn.size(0); ++h) {
+  for (int64_t h = 0; h < H; ++h) {
     vs += vn(h, 0);
     os += on(h, 0);
   }
-  m.val_sink = vs / double(vn.size(0));
-  m.wo_val_sink = os / double(on.size(0));
-  m.val_ratio = probe::norm_ratio_to_others(vn, 0).mean();
-  m.wo_val_ratio = probe::norm_ratio_to_others(on, 0).mean();
+  double gate_sink = 1, gate_rest = 1;
   if (rec.gate_values.defined()) {  // [B, heads, T, 1]
     const Tensor<float>& g = rec.gate_values;
-    const int64_t B = g.size(0), H = g.size(1), T = g.size(2);
     double s0 = 0, rest = 0;
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
+      for (int64_t h = 0; h < g.size(1); ++h)
         for (int64_t t = 0; t < T; ++t) (t == 0 ? s0 : rest) += g(b, h, t, 0);
-    m.gate_sink = s0 / double(B * H);
-    m.gate_rest = rest / double(B * H * (T - 1));
+    gate_sink = s0 / double(B * g.size(1));
+    gate_rest = rest / double(B * g.size(1) * (T - 1));
   }
 
   if (snap) {
-    const int64_t T = ev.x.size(1);
     const int64_t n = std::min<int64_t>(T, 32);
     snap->n = n;
     snap->attention.assign(static_cast<std::size_t>(n * n), 0.0);
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) snap->attention[i * n + j] = rec.weights(0, 0, i, j);
-    const Tensor<double> one = probe::output_value_norms(rec.values.slice(0, 0, 1), w_o);
+      for (int64_t j = 0; j < n; ++j) snap->attention[i * n + j] = A(0, 0, i, j);
+    const Tensor<double> one = probe::output_value_norms(V.slice(0, 0, 1).contiguous(), w_o);
     snap->value_norm.clear();
     snap->wo_value_norm.clear();
     snap->gate.clear();
     for (int64_t j = 0; j < n; ++j) {
-      snap->value_norm.push_back(rec.value_norms(0, 0, j));
+      snap->value_norm.push_back(rec.value_norms(0, 0, o + j));
       snap->wo_value_norm.push_back(one(0, j));
       snap->gate.push_back(rec.gate_values.defined() ? double(rec.gate_values(0, 0, j, 0)) : 1.0);
     }
     // Which layer copies: mean attention from trigger queries i to key i − 1 (the token to copy).
     snap->copy_score.clear();
     for (const auto& l : probe.layers) {
-      const Tensor<float>& A = l.attn.weights;
+      const Tensor<float>& W = l.attn.weights;
       double s = 0;
       int64_t c = 0;
-      for (int64_t b = 0; b < A.size(0); ++b)
+      for (int64_t b = 0; b < W.size(0); ++b)
         for (int64_t i = 1; i < T; ++i)
           if (ev.trigger(b, i) != 0.f) {
-            for (int64_t h = 0; h < A.size(1); ++h) s += A(b, h, i, i - 1) / double(A.size(1));
+            for (int64_t h = 0; h < W.size(1); ++h) s += W(b, h, o + i, o + i - 1) / double(W.size(1));
             ++c;
           }
       snap->copy_score.push_back(c ? s / double(c) : NAN);
     }
   }
-  return m;
+  return {{"loss", autodiff::cross_entropy(logits, ev.y).item()},
+          {"bigram_risk", risk.bigram},
+          {"backcopy_risk", risk.backcopy},
+          {"attn_sink", probe::attn_to_key(A, 0, ev.non_trigger).mean()},
+          {"attn_extra", count ? extra / double(count) : 0.0},
+          {"attn_triggers", count ? trig / double(count) : 0.0},
+          {"val_sink", vs / double(H)},
+          {"val_sink_ratio", probe::norm_ratio_to_others(vn, 0).mean()},
+          {"wo_val_sink", os / double(H)},
+          {"wo_val_sink_ratio", probe::norm_ratio_to_others(on, 0).mean()},
+          {"delta_logit", probe::delta_logit(L, 0, ev.non_trigger).mean()},
+          {"gate_sink", gate_sink},
+          {"gate_rest", gate_rest}};
 }
 
-// ---------------------------------------------------------------------------------------------
-// Training
-
-nn::ModelConfig model_config(const Settings& s, const data::BigramBackcopy& task) {
-  nn::ModelConfig cfg;
-  cfg.vocab = task.vocab_size();
-  cfg.d_model = s.d_model;
-  cfg.layers = s.layers;
-  cfg.heads = 1;
-  cfg.ffn_hidden = 4 * s.d_model;
-  cfg.max_len = s.seq_len;
-  cfg.init = nn::Init::normal(0.02);
-  return cfg;
-}
-
-using InitWeights = std::map<std::string, Tensor<float>>;
-
-// The vanilla model's initial weights for a seed: every variant starts from them.
-InitWeights reference_init(const nn::ModelConfig& cfg, uint64_t seed) {
-  Rng rng(seed);
-  Vanilla::Module<float> model("", cfg, rng);
-  InitWeights w;
-  model.parameters([&](Parameter<float>& p) { w.emplace(p.name, p.value.clone()); });
-  return w;
-}
-
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool same_values(const Tensor<float>& a, const Tensor<float>& b) {
-  if (a.shape() != b.shape()) return false;
-  const Tensor<float> ac = a.contiguous(), bc = b.contiguous();
-  return std::equal(ac.data(), ac.data() + ac.numel(), bc.data());
-}
-
-template <class Gate>
-RunResult train(const std::string& variant, const Settings& s, const data::BigramBackcopy& task, const EvalSet& ev,
-                const nn::ModelConfig& cfg, uint64_t seed, const InitWeights& init, int layer, Progress& progress,
-                const fs::path& out) {
-  using Attn = attn::Attention<score::Softmax, Gate>;
-  typename Attn::Policies pol;
-  if constexpr (Gate::enabled) pol.gate.init = kGateInit;
-  Rng rng(seed);
-  typename Model<Gate>::template Module<float> model("", cfg, rng, pol);
-
-  // Pair the variants: start from the vanilla weights wherever a parameter exists in both
-  // (everything but W_g). Count how many already coincide by construction, as a check.
-  RunResult res;
-  std::vector<Parameter<float>*> params;
-  model.parameters([&](Parameter<float>& p) {
-    if (auto it = init.find(p.name); it != init.end()) {
-      SINKLAB_CHECK(it->second.shape() == p.shape(), "vga_bigram_backcopy: parameter '", p.name, "' of ", variant,
-                    " has shape ", p.shape(), " but the vanilla one has ", it->second.shape());
-      ++res.shared_total;
-      if (same_values(it->second, p.value)) ++res.shared_identical;
-      std::copy(it->second.data(), it->second.data() + it->second.numel(), p.value.data());
-    }
-    if (ends_with(p.name, "norm.bias")) p.requires_grad = false;  // "no biases": LayerNorm shift stays 0
-    params.push_back(&p);
-  });
-  optim::AdamW<float> opt(params, {.lr = s.lr, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8,
-                                   .weight_decay = s.weight_decay});
-
-  io::CsvLog csv(out / ("metrics_" + variant + "_seed" + std::to_string(seed) + ".csv"));
-  auto log = [&](int step, double train_loss, const Metrics& m) {
-    io::LogRow row{{"step", step}, {"train_loss", train_loss}};
-    for (const auto& c : kColumns) row.emplace_back(c.name, m.*c.field);
-    csv.log(row);
-    res.history.emplace_back(step, m);
+std::string report_line(const io::LogRow& r) {
+  auto get = [&](const char* k) {
+    for (const auto& [n, v] : r)
+      if (n == k) return v.real();
+    return double(NAN);
   };
-
-  const std::string tag = variant + " s" + std::to_string(seed);
-  const auto t0 = std::chrono::steady_clock::now();
-  progress.start_run();
-  {
-    const Metrics m0 = evaluate(model, task, ev, layer, nullptr);
-    log(0, m0.loss, m0);
-  }
-  Rng data = Rng(seed).fork(1);  // the same batches for every variant of a seed
-  Tape<float> tape;
-  double smoothed = NAN;
-  progress.mark();
-  for (int step = 1; step <= s.steps; ++step) {
-    const data::TokenBatch batch = task.sample(data, s.batch);
-    tape.clear();
-    opt.zero_grad();
-    auto loss = model.loss(tape, batch.x, batch.y);
-    tape.backward(loss);
-    opt.step();
-    const double l = loss.item();
-    SINKLAB_CHECK(std::isfinite(l), "vga_bigram_backcopy: ", variant, " seed ", seed, ": loss is ", l, " at step ",
-                  step);
-    smoothed = std::isnan(smoothed) ? l : 0.95 * smoothed + 0.05 * l;
-    progress.step(tag, step, s.steps, smoothed);
-    if (step % s.log_every == 0 || step == s.steps) {
-      const bool last = step == s.steps;
-      const Metrics m = evaluate(model, task, ev, layer, last ? &res.snapshot : nullptr);
-      log(step, smoothed, m);
-      progress.report(tag, step, s.steps, smoothed, m);
-      progress.mark();
-    }
-  }
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return res;
-}
-
-RunResult train_variant(const std::string& variant, const Settings& s, const data::BigramBackcopy& task,
-                        const EvalSet& ev, const nn::ModelConfig& cfg, uint64_t seed, const InitWeights& init,
-                        int layer, Progress& progress, const fs::path& out) {
-  using namespace gate;
-  if (variant == "vanilla") return train<None>(variant, s, task, ev, cfg, seed, init, layer, progress, out);
-  if (variant == "iga")
-    return train<FromInput<per_head, on_values>>(variant, s, task, ev, cfg, seed, init, layer, progress, out);
-  if (variant == "vga_values")
-    return train<FromValue<per_head, on_values>>(variant, s, task, ev, cfg, seed, init, layer, progress, out);
-  if (variant == "vga_output")
-    return train<FromValue<per_head, on_output>>(variant, s, task, ev, cfg, seed, init, layer, progress, out);
-  sinklab::detail::fail("vga_bigram_backcopy: unknown variant '", variant, "'");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Outputs
-
-struct Spread {
-  double mean = 0, sd = 0, lo = 0, hi = 0;
-};
-Spread spread(const std::vector<double>& xs) {
-  Spread s;
-  if (xs.empty()) return s;
-  s.lo = *std::min_element(xs.begin(), xs.end());
-  s.hi = *std::max_element(xs.begin(), xs.end());
-  for (double x : xs) s.mean += x;
-  s.mean /= double(xs.size());
-  if (xs.size() > 1) {
-    for (double x : xs) s.sd += (x - s.mean) * (x - s.mean);
-    s.sd = std::sqrt(s.sd / double(xs.size() - 1));
-  }
-  return s;
-}
-
-// Mean, min and max over seeds at every logged step.
-void write_dynamics(const fs::path& file, const std::vector<RunResult>& runs) {
-  io::CsvLog csv(file);
-  const std::size_t rows = runs.front().history.size();
-  for (std::size_t r = 0; r < rows; ++r) {
-    io::LogRow row{{"step", runs.front().history[r].first}};
-    for (const auto& c : kColumns) {
-      std::vector<double> xs;
-      for (const auto& run : runs) xs.push_back(run.history[r].second.*c.field);
-      const Spread sp = spread(xs);
-      row.emplace_back(std::string(c.name) + "_mean", sp.mean);
-      row.emplace_back(std::string(c.name) + "_min", sp.lo);
-      row.emplace_back(std::string(c.name) + "_max", sp.hi);
-    }
-    csv.log(row);
-  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "bigram %.3f backcopy %.3f Attn<s> %.3f |v<s>| %.3f (%.2fx) dlogit %+.2f",
+                get("bigram_risk"), get("backcopy_risk"), get("attn_sink"), get("val_sink"), get("val_sink_ratio"),
+                get("delta_logit"));
+  return buf;
 }
 
 // A token as a short label: <s>, characters as themselves, space and newline spelled out.
@@ -475,251 +270,280 @@ std::string token_label(const data::BigramBackcopy& task, int32_t t) {
   return std::string(1, c);
 }
 
-void write_snapshot(const fs::path& out, const std::string& variant, const Snapshot& snap,
-                    const std::vector<std::string>& labels, const std::vector<bool>& is_trigger) {
-  {
-    std::ofstream f(out / ("attn_" + variant + ".dat"));
-    for (int64_t i = 0; i < snap.n; ++i) {
-      for (int64_t j = 0; j < snap.n; ++j) f << (j ? " " : "") << snap.attention[i * snap.n + j];
-      f << '\n';
+void write_snapshot(const fs::path& dir, const Snapshot& snap, const EvalSet& ev, const data::BigramBackcopy& task) {
+  std::string att;
+  for (int64_t i = 0; i < snap.n; ++i) {
+    for (int64_t j = 0; j < snap.n; ++j) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%s%.6g", j ? " " : "", snap.attention[i * snap.n + j]);
+      att += b;
     }
-    SINKLAB_CHECK(f.good(), "vga_bigram_backcopy: cannot write the attention map into ", out.string());
+    att += '\n';
   }
-  io::CsvLog csv(out / ("value_norms_" + variant + ".csv"));
-  for (int64_t j = 0; j < snap.n; ++j)
+  io::write_file_atomically(dir / "attn.dat", att);
+  io::CsvLog csv(dir / "value_norms.csv");
+  for (int64_t j = 0; j < snap.n; ++j) {
+    const auto k = static_cast<std::size_t>(j);
     // The token goes last: CsvLog quotes a ',' label, which then cannot shift gnuplot's columns.
     csv.log({{"pos", j},
-             {"trigger", is_trigger[static_cast<std::size_t>(j)]},
-             {"value_norm", snap.value_norm[static_cast<std::size_t>(j)]},
-             {"wo_value_norm", snap.wo_value_norm[static_cast<std::size_t>(j)]},
-             {"gate", snap.gate[static_cast<std::size_t>(j)]},
-             {"token", labels[static_cast<std::size_t>(j)]}});
+             {"trigger", task.is_trigger(ev.x(0, j))},
+             {"value_norm", snap.value_norm[k]},
+             {"wo_value_norm", snap.wo_value_norm[k]},
+             {"gate", snap.gate[k]},
+             {"token", token_label(task, ev.x(0, j))}});
+  }
 }
 
-// The columns of the summary table (final evaluation), in order.
-const std::vector<std::string> kSummaryColumns = {"bigram_risk",    "backcopy_risk",     "attn_sink",
-                                                  "attn_triggers",  "val_sink",          "val_sink_ratio",
-                                                  "wo_val_sink_ratio", "delta_logit",    "gate_sink"};
-const MetricColumn& column(const std::string& name) {
+// ---------------------------------------------------------------------------------------------
+// Training one variant of one seed
+
+struct Context {
+  const Settings& s;
+  const data::BigramBackcopy& task;
+  const EvalSet& ev;
+  nn::ModelConfig cfg;
+  int layer;
+};
+
+template <class Score, class Gate, class Tokens = tokens::None>
+void train(ex::Run& run, const Context& c, const ex::TensorBank& reference) {
+  using M = Model<Score, Gate, Tokens>;
+  typename attn::Attention<Score, Gate>::Policies pol;
+  if constexpr (Gate::enabled) pol.gate.init = {gate::WeightInit::Zero, 0.02, gate::BiasInit::None};
+  Rng rng(run.seed());
+  typename M::template Module<float> model("", c.cfg, rng, pol);
+  const ex::Pairing pairing = reference.apply(model);
+  SINKLAB_CHECK(pairing.ok(), "vga_bigram_backcopy: ", run.tag(), ": ", pairing.line());
+  run.progress().print("[" + run.tag() + "] " + pairing.line());
+
+  std::vector<Parameter<float>*> params;
+  model.parameters([&](Parameter<float>& p) {
+    // The N(0, 0.02) scheme keeps LayerNorm shifts at 0; PyTorch's trains them.
+    if (c.s.init == "normal" && p.name.ends_with("norm.bias")) p.requires_grad = false;
+    params.push_back(&p);
+  });
+  optim::AdamW<float> opt(params, {.lr = c.s.lr, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8,
+                                   .weight_decay = c.s.weight_decay});
+  Tape<float> tape;
+  ex::train(
+      run, model, opt, {.steps = c.s.flags.steps, .eval_every = c.s.log_every, .report = report_line},
+      [&](Rng& data) {
+        const data::TokenBatch batch = c.task.sample(data, c.s.batch);
+        run.see_batch(batch.x);
+        tape.clear();
+        opt.zero_grad();
+        auto loss = model.loss(tape, batch.x, batch.y);
+        tape.backward(loss);
+        opt.step();
+        return loss.item();
+      },
+      [&](int64_t step) {
+        Snapshot snap;
+        const bool last = step == c.s.flags.steps;
+        io::LogRow row = evaluate(model, c.task, c.ev, c.layer, Score::has_sink, last ? &snap : nullptr);
+        if (last) {
+          write_snapshot(run.dir(), snap, c.ev, c.task);
+          std::string line = "[" + run.tag() + "] copy score per layer (trigger -> previous token):";
+          for (double x : snap.copy_score) {
+            char b[16];
+            std::snprintf(b, sizeof b, " %.3f", x);
+            line += b;
+          }
+          run.progress().print(line);
+        }
+        return row;
+      });
+}
+
+void train_variant(ex::Run& run, const Context& c, const ex::TensorBank& reference) {
+  using namespace gate;
+  const std::string& v = run.variant();
+  if (v == "vanilla") return train<score::Softmax, None>(run, c, reference);
+  if (v == "iga") return train<score::Softmax, FromInput<per_head, on_values>>(run, c, reference);
+  if (v == "vga_values") return train<score::Softmax, FromValue<per_head, on_values>>(run, c, reference);
+  if (v == "vga_output") return train<score::Softmax, FromValue<per_head, on_output>>(run, c, reference);
+  if (v == "sink") return train<score::SoftmaxSink, None>(run, c, reference);
+  if (v == "register") return train<score::Softmax, None, tokens::Registers>(run, c, reference);
+  sinklab::detail::fail("vga_bigram_backcopy: unknown variant '", v, "'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summary, claims and figures
+
+std::string title_of(const std::string& name) {
   for (const auto& c : kColumns)
-    if (name == c.name) return c;
-  sinklab::detail::fail("vga_bigram_backcopy: no metric column '", name, "'");
+    if (name == c.name) return c.title;
+  return name;
 }
 
-// A title for a markdown table: no pipes, no raw angle brackets.
-std::string md_title(const std::string& t) {
-  std::string out;
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    if (t.compare(i, 2, "||") == 0) {
-      out += "\u2016";  // ‖
-      ++i;
-    } else if (t.compare(i, 5, "Delta") == 0) {
-      out += "\u0394";  // Δ
-      i += 4;
-    } else if (t[i] == '<') {
-      out += "&lt;";
-    } else if (t[i] == '>') {
-      out += "&gt;";
-    } else {
-      out += t[i];
-    }
+// Per-seed paired differences a − b of a final metric (seeds both variants finished).
+std::vector<double> paired(const ex::Matrix& m, const std::string& a, const std::string& b, const std::string& metric) {
+  std::vector<double> d;
+  for (const auto* ra : m.of(a))
+    for (const auto* rb : m.of(b))
+      if (ra->seed == rb->seed) d.push_back(ra->metric(metric) - rb->metric(metric));
+  return d;
+}
+
+bool has(const std::vector<std::string>& order, const std::string& v) {
+  return std::find(order.begin(), order.end(), v) != order.end();
+}
+
+std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string>& order) {
+  std::vector<ex::Claim> out;
+  auto spread = [&](const std::string& v, const std::string& k) { return ex::summarize(m.finals(v, k)); };
+  auto all_below = [](const std::vector<double>& d, double by) {
+    return !d.empty() && std::all_of(d.begin(), d.end(), [&](double x) { return x < -by; });
+  };
+  if (has(order, "vanilla")) {
+    const ex::Spread a = spread("vanilla", "attn_sink");
+    out.push_back({"vanilla: non-trigger queries sink onto <s>", "Attn_<s> rises toward 1 (Figs. 4a, 5)",
+                   "Attn_<s> " + a.str(), ex::verdict_at_least(a.mean, 0.8, 0.5),
+                   "mean ≥ 0.8 reproduced, ≥ 0.5 partly"});
+    const ex::Spread r = spread("vanilla", "val_sink_ratio");
+    out.push_back({"vanilla: the value state of <s> drains", "‖Val_<s>‖ collapses toward 0 (Figs. 4b, 5)",
+                   "‖v_<s>‖ / others " + r.str(), ex::verdict_at_most(r.mean, 0.5, 0.8),
+                   "ratio ≤ 0.5 reproduced, ≤ 0.8 partly"});
+    const ex::Spread d = spread("vanilla", "delta_logit");
+    out.push_back({"vanilla: Δlogit_<s> grows with the sink", "Δlogit_<s> increases steadily (Fig. 5)",
+                   "final Δlogit_<s> " + d.str(2), ex::verdict_at_least(d.min, 2.0, 0.5),
+                   "every seed ≥ 2 reproduced, ≥ 0.5 partly"});
+  }
+  // Preventing a sink is testable only where the vanilla model of the same seeds formed one.
+  const bool vanilla_sinks = has(order, "vanilla") && spread("vanilla", "attn_sink").mean >= 0.5;
+  const std::string untested = vanilla_sinks ? "" : " (untestable here: vanilla formed no sink)";
+  for (const std::string v : {"vga_values", "vga_output"}) {
+    if (!has(order, v) || !has(order, "vanilla")) continue;
+    const auto da = paired(m, v, "vanilla", "attn_sink");
+    const ex::Spread a = ex::summarize(da);
+    out.push_back({v + ": no sink on <s>", "Attn_<s> stays at a healthy level (Fig. 4a)",
+                   "Attn_<s> " + spread(v, "attn_sink").str() + "; paired change vs vanilla " + a.str(),
+                   !vanilla_sinks         ? ex::Verdict::Not
+                   : all_below(da, 0.2)   ? ex::Verdict::Reproduced
+                   : all_below(da, 0.05)  ? ex::Verdict::Partly
+                                          : ex::Verdict::Not,
+                   "below vanilla by > 0.2 in every seed reproduced, by > 0.05 partly" + untested});
+    const ex::Spread r = spread(v, "val_sink_ratio");
+    out.push_back({v + ": ‖v_<s>‖ comparable to other tokens", "no value-state drain (Fig. 4b)",
+                   "‖v_<s>‖ / others " + r.str(),
+                   vanilla_sinks ? ex::verdict_at_least(r.min, 0.8, 0.5) : ex::Verdict::Not,
+                   "every seed ≥ 0.8 reproduced, ≥ 0.5 partly" + untested});
+    const auto db = paired(m, v, "vanilla", "backcopy_risk"), dg = paired(m, v, "vanilla", "bigram_risk");
+    const ex::Spread sb = ex::summarize(db), sg = ex::summarize(dg);
+    out.push_back({v + ": learns the task equally well", "same backcopy and bigram risk (Fig. 5)",
+                   "paired Δ backcopy " + sb.short_str() + ", Δ bigram " + sg.short_str(),
+                   std::max(std::abs(sb.mean), std::abs(sg.mean)) <= 0.02 ? ex::Verdict::Reproduced
+                   : std::max(sb.mean, sg.mean) <= 0.1                   ? ex::Verdict::Partly
+                                                                         : ex::Verdict::Not,
+                   "|mean Δ| ≤ 0.02 nats reproduced, ≤ 0.1 worse partly"});
+  }
+  if (has(order, "iga") && has(order, "vga_values") && has(order, "vanilla")) {
+    const double van = spread("vanilla", "attn_sink").mean, iga = spread("iga", "attn_sink").mean,
+                 vga = spread("vga_values", "attn_sink").mean;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "Attn_<s>: vanilla %.3f, IGA %.3f, VGA %.3f", van, iga, vga);
+    const bool mitigates = all_below(paired(m, "iga", "vanilla", "attn_sink"), 0.02),
+               less = all_below(paired(m, "vga_values", "iga", "attn_sink"), 0.02);
+    out.push_back({"IGA mitigates, but less than VGA", "IGA between vanilla and VGA (App. D, Fig. 6)", buf,
+                   !vanilla_sinks       ? ex::Verdict::Not
+                   : mitigates && less  ? ex::Verdict::Reproduced
+                   : mitigates || less  ? ex::Verdict::Partly
+                                        : ex::Verdict::Not,
+                   "Attn_<s> vanilla > IGA > VGA by > 0.02 in every seed (paired) reproduced, one of the two partly" +
+                       untested});
   }
   return out;
 }
 
-std::string fmt(double v, int prec = 3) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
-
-void write_summary(const fs::path& out, const Settings& s, const std::map<std::string, std::vector<RunResult>>& runs,
-                   const std::vector<std::string>& order) {
+void write_outputs(const ex::Matrix& m, const Settings& s, const std::vector<std::string>& order,
+                   const std::vector<std::string>& labels, int layer) {
+  const fs::path out = m.out();
+  std::vector<std::string> done;
+  for (const auto& v : order)
+    if (!m.of(v).empty()) done.push_back(v);
+  if (done.empty()) return;
+  const std::vector<std::string> cols = {"bigram_risk",    "backcopy_risk", "attn_sink",        "attn_extra",
+                                         "attn_triggers",  "val_sink_ratio", "wo_val_sink_ratio", "delta_logit",
+                                         "gate_sink"};
+  std::vector<std::string> header{"variant", "seeds"};
+  for (const auto& c : cols) header.push_back(title_of(c));
+  ex::Table t(header);
   io::CsvLog csv(out / "summary.csv");
-  std::ostringstream md, tty;
-  const bool several = s.seeds.size() > 1;
-  md << "| variant |";
-  for (const auto& n : kSummaryColumns) md << ' ' << md_title(column(n).title) << " |";
-  md << "\n|---|";
-  for (std::size_t i = 0; i < kSummaryColumns.size(); ++i) md << "---|";
-  md << '\n';
-  char head[256];
-  std::snprintf(head, sizeof head, "%-11s", "variant");
-  tty << head;
-  for (const auto& n : kSummaryColumns) {
-    std::snprintf(head, sizeof head, " %17s", column(n).title);
-    tty << head;
-  }
-  tty << '\n';
-  for (const auto& v : order) {
-    const auto& rs = runs.at(v);
-    io::LogRow row{{"variant", v}, {"seeds", static_cast<int64_t>(rs.size())}};
-    md << "| " << v << " |";
-    std::snprintf(head, sizeof head, "%-11s", v.c_str());
-    tty << head;
-    for (const auto& n : kSummaryColumns) {
-      std::vector<double> xs;
-      for (const auto& r : rs) xs.push_back(r.history.back().second.*column(n).field);
-      const Spread sp = spread(xs);
-      row.emplace_back(n + "_mean", sp.mean);
-      row.emplace_back(n + "_sd", sp.sd);
-      const std::string cell = several ? fmt(sp.mean) + " ± " + fmt(sp.sd) : fmt(sp.mean);
-      md << ' ' << cell << " |";
-      std::snprintf(head, sizeof head, " %17s", (several ? fmt(sp.mean) + " +- " + fmt(sp.sd) : fmt(sp.mean)).c_str());
-      tty << head;
+  for (const auto& v : done) {
+    std::vector<std::string> row{v, std::to_string(m.of(v).size())};
+    io::LogRow cr{{"variant", v}, {"seeds", static_cast<int64_t>(m.of(v).size())}};
+    for (const auto& c : cols) {
+      const ex::Spread sp = ex::summarize(m.finals(v, c));
+      row.push_back(sp.short_str());
+      cr.emplace_back(c + "_mean", sp.mean);
+      cr.emplace_back(c + "_sd", sp.sd);
+      cr.emplace_back(c + "_min", sp.min);
+      cr.emplace_back(c + "_max", sp.max);
     }
-    md << '\n';
-    tty << '\n';
-    csv.log(row);
+    t.row(row);
+    csv.log(cr);
+    ex::write_dynamics(out / ("dynamics_" + v + ".csv"), m.of(v), column_names());
   }
-  io::write_file_atomically(out / "summary.md", md.str());
-  std::printf("\nFinal metrics on the eval batch (layer probed: see above; %s):\n%s",
-              several ? ("mean +- sd over " + std::to_string(s.seeds.size()) + " seeds").c_str() : "one seed",
-              tty.str().c_str());
-}
+  const auto cl = claims(m, done);
+  std::string md = "# Bigram-Backcopy: final metrics on the eval batch (layer " + std::to_string(layer) +
+                   "; mean ± sd over seeds)\n\n" + t.markdown() + "\n## Claims of the VGA paper (§4.1, App. D)\n\n" +
+                   ex::claims_table(cl) + "\nSettings: " + s.json().dump() + "\n";
+  io::write_file_atomically(out / "summary.md", md);
+  std::printf("\nFinal metrics on the eval batch (layer %d; mean ± sd over seeds):\n%s", layer, t.text().c_str());
+  std::printf("\nClaims:\n");
+  for (const auto& c : cl) std::printf("  %-15s %s: %s\n", ex::to_string(c.verdict), c.claim.c_str(), c.ours.c_str());
 
-// ---------------------------------------------------------------------------------------------
-// Plots (gnuplot)
-
-bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
-bool have_pngcairo() { return std::system("gnuplot -e 'set terminal pngcairo' > /dev/null 2>&1") == 0; }
-
-const char* variant_colour(const std::string& v) {
-  if (v == "vanilla") return "#d62728";
-  if (v == "iga") return "#ff7f0e";
-  if (v == "vga_values") return "#1f77b4";
-  return "#2ca02c";
-}
-
-// Single-quoted gnuplot string: only the quote itself needs escaping (doubled).
-std::string gp_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += '\'';
-    out += c;
+  if (!s.plots) return;
+  ex::Figures fig(out);
+  std::vector<ex::Figures::Series> series;
+  for (const auto& v : done) series.push_back({v, "dynamics_" + v + ".csv"});
+  const std::string setting = std::to_string(s.layers) + " layer(s), d " + std::to_string(s.d_model) + ", T " +
+                              std::to_string(s.seq_len) + ", batch " + std::to_string(s.batch) + ", init " + s.init +
+                              ", " + std::to_string(m.seeds().size()) + " seed(s): mean, band = min..max";
+  fig.dynamics("dynamics.png", "Bigram-Backcopy training dynamics (" + setting + ")",
+               {{"backcopy_risk", "backcopy risk", true},
+                {"bigram_risk", "bigram risk", true},
+                {"attn_sink", "Attn_<s> (non-trigger queries)"},
+                {"attn_extra", "attention to the sink logit / register"},
+                {"attn_triggers", "attention to trigger keys"},
+                {"delta_logit", "Delta logit_<s>"},
+                {"val_sink", "||v_<s>||"},
+                {"val_sink_ratio", "||v_<s>|| / mean of other tokens"},
+                {"gate_sink", "gate at <s> (1 = no gate)"}},
+               series);
+  const std::string first = "seed" + std::to_string(m.seeds().front());
+  std::vector<ex::Figures::Series> maps;
+  for (const auto& v : done) maps.push_back({v, "runs/" + v + "/" + first + "/attn.dat"});
+  fig.heatmaps("attention.png",
+               "Attention of eval sequence 0 (" + first + ", layer " + std::to_string(layer) + "); rows = queries",
+               maps, labels);
+  // Fig. 4(b)-like: value norms per token, triggers hatched, gate on the right axis.
+  std::string gp;
+  const auto n = labels.size();
+  std::string tics = "(";
+  for (std::size_t i = 0; i < n; ++i) tics += (i ? ", " : "") + ex::gp_quote(labels[i]) + " " + std::to_string(i);
+  tics += ")";
+  gp += "set terminal " + fig.terminal() + " size 1400," + std::to_string(250 * done.size() + 60) +
+        "\nset output 'value_norms.png'\nset multiplot layout " + std::to_string(done.size()) + ",1 title " +
+        ex::gp_quote("||v_j|| per token of eval sequence 0 (" + first + ", layer " + std::to_string(layer) +
+                     "); hatched = trigger, dots = gate (right axis)") +
+        "\nset grid ytics\nset key top right opaque box\nset xrange [-0.7:" + std::to_string(n) +
+        "]\nset yrange [0:*]\nset xtics " + tics +
+        " font ',9'\nset ytics nomirror\nset boxwidth 0.8\nset y2range [0:1.05]\nset y2tics 0, 0.25, 1\n"
+        "set y2label 'gate'\nset ylabel '||v_j||'\n";
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    const std::string f = ex::gp_quote("runs/" + done[i] + "/" + first + "/value_norms.csv");
+    const std::string colour = ex::palette(i);
+    gp += "set title " + ex::gp_quote(done[i]) + "\nset style fill solid 0.8 border -1\nplot " + f +
+          " skip 1 using 1:($2 == 0 ? $3 : 1/0) with boxes lc rgb '" + colour + "' title '||v_j||', " + f +
+          " skip 1 using 1:($2 != 0 ? $3 : 1/0) with boxes fs pattern 4 lc rgb '" + colour + "' notitle";
+    if (done[i].find("ga") != std::string::npos)
+      gp += ", " + f + " skip 1 using 1:5 axes x1y2 with linespoints pt 7 ps 0.6 lc rgb 'black' title 'gate'";
+    gp += "\n";
   }
-  return out + "'";
-}
-
-std::string xtics(const std::vector<std::string>& labels) {
-  std::string t = "(";
-  for (std::size_t i = 0; i < labels.size(); ++i) t += (i ? ", " : "") + gp_quote(labels[i]) + " " + std::to_string(i);
-  return t + ")";
-}
-
-void write_plots(const fs::path& out, const Settings& s, const std::vector<std::string>& order,
-                 const std::vector<std::string>& labels, int layer) {
-  if (!have_gnuplot()) {
-    std::printf("plots: skipped (gnuplot not found; install it, e.g. apt-get install gnuplot, and re-run)\n");
-    return;
-  }
-  const bool cairo = have_pngcairo();
-  const std::string term = cairo ? "pngcairo noenhanced font 'DejaVu Sans,10'" : "png noenhanced";
-  std::ostringstream gp;
-  gp << "# Generated by vga_bigram_backcopy; run from this folder: gnuplot plots.gp\n";
-  gp << "set datafile separator ','\n";
-  const std::string setting = std::to_string(s.layers) + " layer" + (s.layers > 1 ? "s" : "") + ", d=" +
-                              std::to_string(s.d_model) + ", T=" + std::to_string(s.seq_len) + ", batch " +
-                              std::to_string(s.batch) + ", " + std::to_string(s.seeds.size()) + " seed" +
-                              (s.seeds.size() > 1 ? "s (mean; band = min..max)" : "") + ", probed layer " +
-                              std::to_string(layer);
-
-  // Figure 5-like: training dynamics, variants overlaid.
-  const std::vector<std::pair<std::string, std::string>> panels = {
-      {"backcopy_risk", "backcopy risk"}, {"bigram_risk", "bigram risk"},
-      {"attn_sink", "Attn_<s> (non-trigger queries)"},
-      {"attn_triggers", "attention of non-trigger queries to trigger keys"},
-      {"delta_logit", "Delta logit_<s>"},
-      {"val_sink", "||Val_<s>||"}, {"val_sink_ratio", "||Val_<s>|| / mean of other tokens"},
-      {"wo_val_sink_ratio", "||W_O Val_<s>|| / mean of other tokens"}, {"gate_sink", "gate at <s> (1 = no gate)"}};
-  auto index_of = [&](const std::string& metric, const char* stat) {
-    int k = 2;  // column 1 is the step
-    for (const auto& c : kColumns) {
-      if (metric == c.name) return k + (std::string(stat) == "mean" ? 0 : std::string(stat) == "min" ? 1 : 2);
-      k += 3;
-    }
-    sinklab::detail::fail("write_plots: no metric ", metric);
-  };
-  gp << "set terminal " << term << " size 1500,1150\nset output 'dynamics.png'\n";
-  gp << "set multiplot layout 3,3 title " << gp_quote("Bigram-Backcopy training dynamics (" + setting + ")") << "\n";
-  gp << "set key top right font ',9'\nset grid\nset xlabel 'step'\n";
-  if (cairo) gp << "set style fill transparent solid 0.18 noborder\n";
-  for (std::size_t p = 0; p < panels.size(); ++p) {
-    const auto& [metric, title] = panels[p];
-    gp << "set title " << gp_quote(title) << "\n";
-    const bool risk = metric.find("risk") != std::string::npos;
-    gp << (risk ? "set logscale y\n" : "unset logscale y\n");
-    if (metric.find("ratio") != std::string::npos || metric == "gate_sink" || metric == "attn_sink")
-      gp << "set yrange [0:*]\n";
-    else
-      gp << "set yrange [*:*]\n";
-    gp << "plot ";
-    bool first = true;
-    for (const auto& v : order) {
-      const std::string f = gp_quote("dynamics_" + v + ".csv");
-      const std::string lc = std::string("lc rgb '") + variant_colour(v) + "'";
-      if (cairo && s.seeds.size() > 1) {
-        gp << (first ? "" : ", ") << f << " skip 1 using 1:" << index_of(metric, "min") << ":"
-           << index_of(metric, "max") << " with filledcurves " << lc << " notitle";
-        first = false;
-      }
-      gp << (first ? "" : ", ") << f << " skip 1 using 1:" << index_of(metric, "mean") << " with lines lw 2 " << lc
-         << " title " << (p == 0 ? gp_quote(v) : "''");
-      first = false;
-    }
-    gp << "\n";
-  }
-  gp << "unset multiplot\nunset logscale y\nset yrange [*:*]\nunset xlabel\n";
-
-  // Figure 4(a)-like: attention maps of one eval sequence.
-  const int64_t n = static_cast<int64_t>(labels.size());
-  const std::size_t nv = order.size();
-  gp << "set terminal " << term << " size " << 520 * nv << ",560\nset output 'attention.png'\n";
-  gp << "set multiplot layout 1," << nv << " title "
-     << gp_quote("Attention of eval sequence 0, first " + std::to_string(n) + " tokens (seed " +
-                 std::to_string(s.seeds.front()) + ", layer " + std::to_string(layer) + "); rows = queries")
-     << "\n";
-  gp << "set style fill solid 1 noborder\nunset grid\nunset key\nset size ratio -1\nset palette defined (0 'white', 0.5 '#6baed6', 1 '#08306b')\n";
-  gp << "set cbrange [0:1]\nset xrange [-0.5:" << n - 0.5 << "]\nset yrange [" << n - 0.5 << ":-0.5]\n";
-  gp << "set datafile separator whitespace\n";
-  gp << "set xtics " << xtics(labels) << " font ',8'\nset ytics " << xtics(labels) << " font ',8'\n";
-  gp << "set xlabel 'key'\nset ylabel 'query'\n";
-  for (const auto& v : order) {
-    gp << "set title " << gp_quote(v) << "\n";
-    gp << "plot " << gp_quote("attn_" + v + ".dat") << " matrix with image\n";
-  }
-  gp << "unset multiplot\nset size noratio\nunset xlabel\nunset ylabel\nset datafile separator ','\n";
-
-  // Figure 4(b)-like: value norms per token of the same sequence.
-  gp << "set terminal " << term << " size 1400," << 250 * nv + 60 << "\nset output 'value_norms.png'\n";
-  gp << "set multiplot layout " << nv << ",1 title "
-     << gp_quote("||v_j|| per token of eval sequence 0 (seed " + std::to_string(s.seeds.front()) + ", layer " +
-                 std::to_string(layer) + "); hatched = trigger, dots = gate (right axis)")
-     << "\n";
-  gp << "set grid ytics\nset key top right opaque box\nset xrange [-0.7:" << n - 0.3 << "]\nset yrange [0:*]\n";
-  gp << "set xtics " << xtics(labels) << " font ',9'\nunset ytics\nset ytics nomirror\nset boxwidth 0.8\n";
-  gp << "set y2range [0:1.05]\nset y2tics 0, 0.25, 1\nset y2label 'gate'\nset ylabel '||v_j||'\n";
-  for (const auto& v : order) {
-    const std::string f = gp_quote("value_norms_" + v + ".csv");
-    gp << "set title " << gp_quote(v) << "\nset style fill solid 0.8 border -1\n";
-    gp << "plot " << f << " skip 1 using 1:($2 == 0 ? $3 : 1/0) with boxes lc rgb '" << variant_colour(v)
-       << "' title '||v_j||', " << f << " skip 1 using 1:($2 != 0 ? $3 : 1/0) with boxes fs pattern 4 lc rgb '"
-       << variant_colour(v) << "' notitle";
-    if (v != "vanilla") gp << ", " << f << " skip 1 using 1:5 axes x1y2 with linespoints pt 7 ps 0.6 lc rgb 'black' title 'gate'";
-    gp << "\n";
-  }
-  gp << "unset multiplot\n";
-
-  io::write_file_atomically(out / "plots.gp", gp.str());
-  const std::string cmd = "cd " + gp_quote(out.string()) + " && gnuplot plots.gp";
-  // gp_quote's quoting is also valid for the shell ('' ends and restarts a quoted string).
-  if (std::system(cmd.c_str()) != 0) {
-    std::printf("plots: gnuplot failed on %s (the CSV files are complete)\n", (out / "plots.gp").string().c_str());
-    return;
-  }
-  std::printf("plots: %s, %s, %s (%s)\n", (out / "dynamics.png").string().c_str(),
-              (out / "attention.png").string().c_str(), (out / "value_norms.png").string().c_str(),
-              cairo ? "pngcairo" : "png terminal; pngcairo unavailable");
+  gp += "unset multiplot\nunset y2tics\nunset y2label\nset xtics autofreq\n";
+  fig.script(gp, "value_norms.png");
+  fig.render();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -763,61 +587,60 @@ std::string load_text(const Settings& s) {
 
 int main(int argc, char** argv) {
   Settings s;
-  CLI::App app{
-      "sinklab: vanilla vs IGA vs VGA on Bigram-Backcopy (VGA paper §4.1): attention sinks and value-state drains"};
-  app.add_option("--steps", s.steps, "training steps per run")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch", s.batch, "sequences per training batch")->check(CLI::PositiveNumber)->capture_default_str();
+  CLI::App app{"sinklab: attention sinks and value-state drains on Bigram-Backcopy (VGA paper §4.1): vanilla, IGA, "
+               "VGA, learnable sink and register token, paired over seeds",
+               "vga_bigram_backcopy"};
+  ex::add_common_flags(app, s.flags);
+  app.add_option("--batch", s.batch, "sequences per training batch")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   app.add_option("--seq-len", s.seq_len, "tokens per sequence (T)")->check(CLI::Range(8, 4096))->capture_default_str();
   app.add_option("--layers", s.layers, "transformer layers")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--d-model", s.d_model, "model width (one head of this size)")
       ->check(CLI::Range(2, 4096))
       ->capture_default_str();
-  app.add_option("--seed,--seeds", s.seeds, "seeds (comma-separated); each seed is one paired run of every variant")
+  app.add_option("--variants", s.variants, "comma-separated subset of " + ex::Json(variant_names()).dump())
       ->delimiter(',')
+      ->check(CLI::IsMember(variant_names()))
       ->capture_default_str();
-  app.add_option("--variants", s.variants, "comma-separated subset of vanilla,iga,vga_values,vga_output")
-      ->delimiter(',')
-      ->check(CLI::IsMember(kAllVariants))
+  app.add_option("--init", s.init,
+                 "initialisation: pytorch (the reference code's module defaults) or normal (N(0, 0.02), LayerNorm "
+                 "shifts frozen)")
+      ->check(CLI::IsMember({"pytorch", "normal"}))
       ->capture_default_str();
   app.add_option("--lr", s.lr, "AdamW learning rate (constant)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--log-every", s.log_every, "evaluate and log every N steps")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("--eval-batch", s.eval_batch, "sequences in the fixed eval batch")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   app.add_option("--eval-seed", s.eval_seed, "seed of the fixed eval batch (shared by all runs)")->capture_default_str();
   app.add_option("--probe-layer", s.probe_layer,
-                 "layer whose attention is measured; default: 0 with one layer, else 1 (the copy layer in the "
-                 "paper's 3-layer model; the run prints each layer's copy score to check)")
+                 "layer whose attention is measured; -1: 0 with one layer, else 1 (the copy layer of the paper's "
+                 "3-layer model; each run prints every layer's copy score to check)")
       ->capture_default_str();
-  app.add_option("--threads", s.threads, "CPU threads (0: OpenMP's default)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--out", s.out, "output folder")->capture_default_str();
   app.add_option("--text", s.text_file, "train on this plain-text file instead of the Brown corpus");
   app.add_option("--brown-dir", s.brown_dir, "folder of the Brown corpus (default: $SINKLAB_DATA/brown)");
   app.add_flag("--smoke", s.smoke, "use a tiny built-in text when no --text is given (tests; results meaningless)");
   app.add_flag("!--no-plots", s.plots, "skip the gnuplot figures");
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = ex::parse(app, argc, argv); rc >= 0) return rc;
+  if (s.flags.quick) {  // a few minutes: the calibrated model, fewer steps, vanilla vs the gates
+    ex::preset(app, "--steps", s.flags.steps, 600);
+    ex::preset(app, "--variants", s.variants, std::vector<std::string>{"vanilla", "iga", "vga_values"});
+  }
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen, also through a pipe
   try {
-    if (s.threads > 0) set_num_threads(s.threads);
     const int layer = s.probe_layer >= 0 ? s.probe_layer : (s.layers > 1 ? 1 : 0);
     SINKLAB_CHECK(layer < s.layers, "vga_bigram_backcopy: --probe-layer ", layer, " but the model has ", s.layers,
                   " layers");
     std::vector<std::string> order;
-    for (const auto& v : kAllVariants)
-      if (std::find(s.variants.begin(), s.variants.end(), v) != s.variants.end()) order.push_back(v);
-    SINKLAB_CHECK(!order.empty() && !s.seeds.empty(), "vga_bigram_backcopy: nothing to run");
-    fs::create_directories(s.out);
-    const fs::path out = s.out;
-
-    const std::string text = load_text(s);
+    for (const auto& v : variant_names())
+      if (has(s.variants, v)) order.push_back(v);
+    const std::string text = load_text(s);  // before the output directory: a missing corpus leaves nothing behind
+    ex::Matrix matrix("vga_bigram_backcopy", s.flags, order, s.json(), argc, argv);
     const data::BigramBackcopy task(text, {.seq_len = s.seq_len});
     std::string trig;
     for (int32_t t : task.triggers()) trig += (trig.empty() ? "" : " ") + token_label(task, t);
@@ -833,64 +656,55 @@ int main(int argc, char** argv) {
       ev.non_trigger = task.bigram_mask(ev.x);
       ev.trigger = task.trigger_mask(ev.x);
     }
-    const nn::ModelConfig cfg = model_config(s, task);
+    Context ctx{s, task, ev, {}, layer};
+    ctx.cfg.vocab = task.vocab_size();
+    ctx.cfg.d_model = s.d_model;
+    ctx.cfg.layers = s.layers;
+    ctx.cfg.heads = 1;
+    ctx.cfg.ffn_hidden = 4 * s.d_model;
+    ctx.cfg.max_len = s.seq_len;
+    ctx.cfg.init = s.init == "pytorch" ? nn::Init::pytorch() : nn::Init::normal(0.02);
+    ctx.cfg.tokens = {.count = 1, .placement = tokens::Placement::Prepend, .init = ctx.cfg.init};
     {
       Rng r(0);
-      Vanilla::Module<float> probe_model("", cfg, r);
+      Vanilla::Module<float> probe_model("", ctx.cfg, r);
       std::printf(
           "model: %lld layer(s), d = %lld, 1 head, ReLU FFN %lld->%lld->%lld, pre-LN, learned positions, "
-          "%lld parameters (vanilla); AdamW lr %g wd %g betas (0.9, 0.99), batch %lld, %d steps; %d thread(s)\n",
+          "%lld parameters (vanilla), init %s; AdamW lr %g wd %g betas (0.9, 0.99), batch %lld, %lld steps; "
+          "%d thread(s)\n",
           static_cast<long long>(s.layers), static_cast<long long>(s.d_model), static_cast<long long>(s.d_model),
           static_cast<long long>(4 * s.d_model), static_cast<long long>(s.d_model),
-          static_cast<long long>(nn::parameter_count<float>(probe_model)), s.lr, s.weight_decay,
-          static_cast<long long>(s.batch), s.steps, num_threads());
+          static_cast<long long>(nn::parameter_count<float>(probe_model)), s.init.c_str(), s.lr, s.weight_decay,
+          static_cast<long long>(s.batch), static_cast<long long>(s.flags.steps), num_threads());
     }
     std::printf("probe: layer %d; Attn_<s> and Delta logit over the eval batch's non-trigger queries (t >= 1)\n",
                 layer);
-    for (const auto& v : order) std::printf("  %-10s %s\n", v.c_str(), describe_variant(v).c_str());
+    for (const auto& v : order)
+      for (const auto& x : kVariants)
+        if (v == x.name) std::printf("  %-10s %s\n", x.name, x.description);
 
     std::vector<std::string> labels;
-    std::vector<bool> is_trig;
-    for (int64_t j = 0; j < std::min<int64_t>(s.seq_len, 32); ++j) {
-      labels.push_back(token_label(task, ev.x(0, j)));
-      is_trig.push_back(task.is_trigger(ev.x(0, j)));
-    }
-    std::printf("eval sequence 0: %s\n", task.decode(std::vector<int32_t>(ev.x.data(), ev.x.data() + labels.size()))
-                                              .c_str());
+    for (int64_t j = 0; j < std::min<int64_t>(s.seq_len, 32); ++j) labels.push_back(token_label(task, ev.x(0, j)));
+    std::printf("eval sequence 0: %s\n",
+                task.decode(std::vector<int32_t>(ev.x.data(), ev.x.data() + labels.size())).c_str());
+    std::printf("output: %s\n", matrix.out().string().c_str());
 
-    Progress progress(static_cast<int64_t>(s.steps) * static_cast<int64_t>(order.size() * s.seeds.size()));
-    std::map<std::string, std::vector<RunResult>> runs;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (uint64_t seed : s.seeds) {
-      const InitWeights init = reference_init(cfg, seed);
-      for (const auto& v : order) {
-        RunResult r = train_variant(v, s, task, ev, cfg, seed, init, layer, progress, out);
-        std::printf("[%s s%llu] done in %.1f s; init shared with vanilla: %lld/%lld tensors (%lld identical by "
-                    "construction); copy score per layer (trigger -> previous token):",
-                    v.c_str(), static_cast<unsigned long long>(seed), r.seconds,
-                    static_cast<long long>(r.shared_total), static_cast<long long>(init.size()),
-                    static_cast<long long>(r.shared_identical));
-        for (double c : r.snapshot.copy_score) std::printf(" %.3f", c);
-        std::printf("\n");
-        if (!all_finite(r.history.back().second))
-          std::printf("[%s s%llu] WARNING: some final metrics are not finite\n", v.c_str(),
-                      static_cast<unsigned long long>(seed));
-        runs[v].push_back(std::move(r));
+    std::optional<ex::TensorBank> reference;  // the seed's vanilla init: every variant starts from it
+    uint64_t reference_seed = 0;
+    matrix.run([&](ex::Run& run) {
+      if (!reference || reference_seed != run.seed()) {
+        Rng r(run.seed());
+        Vanilla::Module<float> m("", ctx.cfg, r);
+        reference = ex::TensorBank::of(m);
+        reference_seed = run.seed();
       }
-    }
-    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-    for (const auto& v : order) {
-      write_dynamics(out / ("dynamics_" + v + ".csv"), runs[v]);
-      write_snapshot(out, v, runs[v].front().snapshot, labels, is_trig);
-    }
-    write_summary(out, s, runs, order);
-    std::printf("training and evaluation: %s for %zu runs\n", format_duration(total).c_str(),
-                order.size() * s.seeds.size());
-    if (s.plots) write_plots(out, s, order, labels, layer);
-    std::printf("outputs in %s\n", out.string().c_str());
+      train_variant(run, ctx, *reference);
+    });
+    write_outputs(matrix, s, order, labels, layer);
+    std::printf("outputs in %s\n", matrix.out().string().c_str());
+    if (matrix.interrupted()) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vga_bigram_backcopy: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
   return 0;
