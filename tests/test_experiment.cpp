@@ -264,6 +264,20 @@ TEST_CASE("Matrix: paired runs see the same batches; a killed run resumes to the
       CHECK(x->history.size() == 9);  // steps 0, 5, ..., 40
     }
   CHECK(read(b / "run.json").find("\"resumed\"") != std::string::npos);
+  // More seeds or variants may be added to a finished matrix on --resume; only they run.
+  {
+    CommonFlags more = rf;
+    more.seeds = {3, 4, 5};
+    Matrix bigger("toy", more, variants, settings);
+    calls = 0;
+    CHECK(bigger.run([&](Run& r) {
+      ++calls;
+      CHECK(r.seed() == 5);
+      trainer(r);
+    }));
+    CHECK(calls == 2);
+    CHECK(bigger.results().size() == 6);
+  }
 
   // Dynamics over seeds: one row per logged step with mean, min and max.
   write_dynamics(a / "dyn.csv", again_a.of("plain"), {"eval_loss"});

@@ -42,7 +42,8 @@ inline void on_stop_signal(int sig) {
 class Matrix {
  public:
   // `settings`: everything that determines the results (written to run.json, compared on
-  // --resume); `free_settings`: keys that may differ on --resume (threads, say).
+  // --resume); `free_settings`: keys that may differ on --resume (threads, say; the lists of
+  // variants and seeds may always change, so --resume can add runs to a finished matrix).
   Matrix(std::string experiment, const CommonFlags& flags, std::vector<std::string> variants, Json settings,
          int argc = 0, char** argv = nullptr, std::set<std::string> free_settings = {"threads"})
       : name_(std::move(experiment)), flags_(flags), variants_(std::move(variants)), out_(flags.out) {
@@ -55,6 +56,8 @@ class Matrix {
     settings["quick"] = flags_.quick;
     settings["threads"] = num_threads();
     const OutputMode mode = flags_.resume ? OutputMode::Resume : flags_.force ? OutputMode::Force : OutputMode::Fresh;
+    // Which runs exist does not change any run's result: a resumed matrix may add seeds or variants.
+    free_settings.insert({"variants", "seeds"});
     const Json old = prepare_output(out_, mode, name_, settings, free_settings);
     Json meta = provenance(name_, settings, argc, argv);
     if (!old.is_null()) {
