@@ -3,7 +3,11 @@
 
 # The flagship example that `make demo` builds and runs (examples/$(DEMO).cpp).
 DEMO        ?= vga_bigram_backcopy
-DEMO_ARGS   ?=
+# The flagship runs the calibrated setting (batch 64 × 2000 steps, 3 seeds) for the paper's main
+# comparison, vanilla vs VGA; --resume makes a second `make demo` reuse finished runs (and
+# continue an interrupted one) instead of refusing the full output directory.
+comma       := ,
+DEMO_ARGS   ?= $(if $(filter vga_bigram_backcopy,$(DEMO)),--variants vanilla$(comma)vga_values --resume)
 
 BUILD_DIR   ?= build
 RELEASE_DIR ?= build-release
