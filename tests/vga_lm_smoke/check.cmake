@@ -1,0 +1,133 @@
+# Runs vga_lm --smoke and checks its outputs (cmake -P; see ../vga_lm_smoke.cmake).
+#   -DEXE=<program> -DOUT=<scratch folder>
+cmake_minimum_required(VERSION 3.20)
+foreach(v EXE OUT)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "check.cmake: pass -D${v}=...")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${OUT}")
+set(families encoder decoder)
+set(pretrain vanilla register sink iga vga)
+set(retrofit finetune retrofit_vga)
+
+# 1. Without a corpus (and without --smoke) the program must stop and say how to get one.
+execute_process(
+  COMMAND ${CMAKE_COMMAND} -E env SINKLAB_DATA=${OUT}/no-data ${EXE} --steps 1 --out ${OUT}/no-corpus
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "fetch-data.sh brown")
+  message(FATAL_ERROR "without the Brown corpus expected a failure naming scripts/fetch-data.sh, got rc=${rc}\n${out}\n${err}")
+endif()
+
+# 2. Bad flags: exit code 2 and the flag named; a bad combination: a clear message.
+execute_process(COMMAND ${EXE} --smoke --variants vanilla,nope --out ${OUT}/bad
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--variants")
+  message(FATAL_ERROR "an unknown variant must fail with rc 2 naming --variants, got rc=${rc}\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${EXE} --smoke --heads 3 --out ${OUT}/bad
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "--heads 3 does not divide --d-model")
+  message(FATAL_ERROR "--heads 3 with d 16 must fail naming both flags, got rc=${rc}\n${out}\n${err}")
+endif()
+
+# 3. The smoke run.
+execute_process(COMMAND ${EXE} --smoke --threads 2 --out ${OUT}/run
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "vga_lm --smoke output:\n${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "vga_lm --smoke failed with ${rc}")
+endif()
+foreach(pattern "built-in smoke-test sentences" "estimate for the whole matrix" "summary \\(mean")
+  if(NOT out MATCHES "${pattern}")
+    message(FATAL_ERROR "the output lacks '${pattern}'")
+  endif()
+endforeach()
+if(out MATCHES "WARNING")
+  message(FATAL_ERROR "the variants of a seed did not see the same batches")
+endif()
+# Every run starts from the vanilla init of its seed (or the vanilla final): all shared tensors copied.
+string(REGEX MATCHALL "init: [0-9]+/[0-9]+ shared tensors identical" shared "${out}")
+list(LENGTH shared n_shared)
+if(NOT n_shared EQUAL 14)
+  message(FATAL_ERROR "expected 14 'init:' lines (7 variants x 2 families), found ${n_shared}")
+endif()
+foreach(line IN LISTS shared)
+  string(REGEX MATCH "([0-9]+)/([0-9]+)" _ "${line}")
+  if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
+    message(FATAL_ERROR "a run did not start from all the reference weights: ${line}")
+  endif()
+endforeach()
+
+# 4. Run directories: result.json with finite final metrics, metrics.csv with one row per evaluation.
+set(metrics val_ppl max_inf_norm avg_kurtosis attn_first w8a8_ppl w8a8_delta_ppl)
+foreach(f IN LISTS families)
+  foreach(v IN LISTS pretrain retrofit)
+    set(dir "${OUT}/run/${f}/runs/${v}/seed0")
+    foreach(file result.json metrics.csv metrics.jsonl final.safetensors)
+      if(NOT EXISTS "${dir}/${file}")
+        message(FATAL_ERROR "missing ${dir}/${file}")
+      endif()
+    endforeach()
+    file(READ "${dir}/result.json" json)
+    foreach(m IN LISTS metrics)
+      string(JSON x ERROR_VARIABLE jerr GET "${json}" final ${m})
+      if(jerr OR NOT x MATCHES "^-?[0-9]")
+        message(FATAL_ERROR "${dir}/result.json: final ${m} is '${x}' ${jerr}")
+      endif()
+    endforeach()
+    file(STRINGS "${dir}/metrics.csv" lines)
+    list(LENGTH lines n)
+    if(v IN_LIST pretrain)
+      set(want 4)  # header + steps 0, 3, 6
+    else()
+      set(want 5)  # header + steps 0..3
+    endif()
+    if(NOT n EQUAL want)
+      message(FATAL_ERROR "${dir}/metrics.csv: ${n} lines, expected ${want}")
+    endif()
+  endforeach()
+  foreach(v IN LISTS pretrain retrofit)
+    if(NOT EXISTS "${OUT}/run/${f}/dynamics_${v}.csv")
+      message(FATAL_ERROR "missing ${OUT}/run/${f}/dynamics_${v}.csv")
+    endif()
+  endforeach()
+endforeach()
+
+# 5. summary.md: both families, the retrofit table, the claims; the retrofit starts exactly at
+#    the vanilla model (W_O doubled for the gate's 0.5).
+file(READ "${OUT}/run/summary.md" md)
+foreach(pattern "## Encoder" "## Decoder" "### Retrofit" "### Claims" "reproduced|partly")
+  if(NOT md MATCHES "${pattern}")
+    message(FATAL_ERROR "summary.md lacks '${pattern}'")
+  endif()
+endforeach()
+string(REGEX MATCHALL "step-0 perplexity [0-9.]+ vs the vanilla final [0-9.]+" checks "${md}")
+list(LENGTH checks n_checks)
+if(NOT n_checks EQUAL 2)
+  message(FATAL_ERROR "summary.md: expected 2 retrofit start checks, found ${n_checks}")
+endif()
+foreach(c IN LISTS checks)
+  string(REGEX MATCH "perplexity ([0-9.]+) vs the vanilla final ([0-9.]+)" _ "${c}")
+  if(NOT CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_2)
+    message(FATAL_ERROR "the retrofit does not start at the vanilla model: ${c}")
+  endif()
+endforeach()
+
+# 6. --resume reads every finished run back instead of training again.
+execute_process(COMMAND ${EXE} --smoke --threads 2 --out ${OUT}/run --resume --no-plots
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out2 ERROR_VARIABLE err2)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "--resume failed with ${rc}\n${out2}\n${err2}")
+endif()
+string(REGEX MATCHALL "finished earlier" skipped "${out2}")
+list(LENGTH skipped n_skipped)
+if(NOT n_skipped EQUAL 14)
+  message(FATAL_ERROR "--resume: expected 14 runs read back, found ${n_skipped}\n${out2}")
+endif()
+# Without --resume or --force a non-empty --out is refused.
+execute_process(COMMAND ${EXE} --smoke --out ${OUT}/run RESULT_VARIABLE rc OUTPUT_VARIABLE out3 ERROR_VARIABLE err3)
+if(rc EQUAL 0 OR NOT err3 MATCHES "--resume")
+  message(FATAL_ERROR "a non-empty --out must be refused, got rc=${rc}\n${out3}\n${err3}")
+endif()
+message(STATUS "vga_lm smoke test passed")
