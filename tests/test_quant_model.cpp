@@ -1,7 +1,7 @@
 // Post-training quantization of whole models (quant/model.hpp) through the projection seam
 // (nn/projection.hpp): which sites are found, degradation ordering W8A8 < W4A4 on a tiny trained
 // model, weights and inputs on their grids, exact restore, SmoothQuant's float equivalence and
-// its effect on an injected outlier channel.
+// its effect on an injected outlier channel; the residual-stream points.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -354,6 +354,83 @@ TEST_CASE("SmoothQuant keeps the float model's outputs, and rescues W8A8 from an
   }
   inject(1.f / 64.f);
   CHECK(snapshot(model) == before);
+}
+
+TEST_CASE("residual-stream quantization: one point per embedding output and branch sum, min-max ranges, values on the grid") {
+  auto& model = trained();
+  const auto calib = batches(chain(), 101, 3);
+  const auto ids = batches(chain(), 202, 1)[0].x;
+  auto calibrate = [&](quant::ModelQuantizer<float>& q) {
+    q.calibrate([&] {
+      no_grad g;
+      Tape<float> t;
+      for (auto& b : calib) {
+        t.clear();
+        model.logits(t, b.x);
+      }
+    });
+  };
+  // The float stream at every point, from the probe (it records after the point).
+  auto probe_of = [&](const Tensor<int32_t>& x) {
+    no_grad g;
+    Tape<float> t;
+    nn::ModelProbe<float> pr;
+    model.logits(t, x, &pr);
+    return pr;
+  };
+  auto stream_tensors = [](const nn::ModelProbe<float>& pr) {
+    std::vector<Tensor<float>> v{pr.embeddings};
+    for (const auto& l : pr.layers) v.insert(v.end(), {l.mid, l.output});
+    return v;
+  };
+  {
+    quant::ModelQuantizer<float> off({.scheme = quant::Scheme::w8a8});
+    calibrate(off);
+    off.finalize();
+    CHECK(off.stream_points().empty());
+  }
+  quant::ModelQuantizer<float> q({.scheme = quant::Scheme::w8a8, .residual_stream = true});
+  calibrate(q);
+  q.finalize();
+  const auto& points = q.stream_points();
+  REQUIRE(points.size() == 1 + 2 * model.layers.size());
+  CHECK(points[0].point == "embeddings");
+  CHECK(points[1].point == "layers.0.residual.attn");
+  CHECK(points[2].point == "layers.0.residual.ffn");
+  CHECK(points[4].point == "layers.1.residual.ffn");
+  // Ranges: the min and max over the calibration batches of the float stream at that point
+  // (the probe takes the materialised attention path: equal up to float rounding).
+  std::vector<double> lo(points.size(), 1e300), hi(points.size(), -1e300);
+  for (auto& b : calib) {
+    const auto ts = stream_tensors(probe_of(b.x));
+    for (std::size_t k = 0; k < ts.size(); ++k)
+      for (float v : ts[k].to_vector()) lo[k] = std::min(lo[k], double(v)), hi[k] = std::max(hi[k], double(v));
+  }
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    CHECK(points[k].batches == 3);
+    CHECK(points[k].min == doctest::Approx(lo[k]).epsilon(1e-5));
+    CHECK(points[k].max == doctest::Approx(hi[k]).epsilon(1e-5));
+  }
+  // Inside the scope every stream point's values lie on its INT8 grid, and rounding changed some.
+  const auto plain = stream_tensors(probe_of(ids));
+  std::vector<Tensor<float>> quantized;
+  {
+    auto scope = q.activation_scope();
+    quantized = stream_tensors(probe_of(ids));
+  }
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    CAPTURE(points[k].point);
+    const Tensor<float> again = quant::fake_quantize(quantized[k], points[k].quantizer);
+    CHECK(again.to_vector() == quantized[k].to_vector());
+    CHECK(quantized[k].to_vector() != plain[k].to_vector());
+  }
+  // Outside the scope the stream is float again; the end-to-end evaluation counts the points.
+  CHECK(stream_tensors(probe_of(ids))[2].to_vector() == plain[2].to_vector());
+  const auto r = quant::evaluate_ptq(model, calib, batches(chain(), 303, 2), {.scheme = quant::Scheme::w8a8, .residual_stream = true});
+  CHECK(r.stream_points == 5);
+  CHECK(std::isfinite(r.quant_loss));
+  CHECK_THROWS_WITH_AS(quant::ModelQuantizer<float>({.scheme = quant::Scheme::w4a4_int4, .residual_stream = true}),
+                       doctest::Contains("residual_stream"), Error);
 }
 
 TEST_CASE("model quantizer errors name the site and the problem") {

@@ -6,8 +6,14 @@
 // activation fake-quantizers and calibration observers of quant/model.hpp. A hook sees which
 // weight the input is about to meet (so it can keep per-site state keyed by the weight's
 // name) and returns the Var the matmul should use instead.
+//
+// The residual stream has the same kind of seam, stream_point(tape, h, name), at the points
+// where a model forms it: the embeddings entering the first layer ("<model>.embeddings") and
+// the sum after each branch ("<layer>.residual.attn", "<layer>.residual.ffn"). Bondarenko et
+// al.'s W8A8 quantizes those sums too, and they carry the massive activations.
 #pragma once
 #include <functional>
+#include <string>
 
 #include "sinklab/autodiff/autodiff.hpp"
 
@@ -60,6 +66,41 @@ autodiff::Var<T> projection_input(autodiff::Tape<T>& tape, autodiff::Var<T> x, a
   const ProjectionInputHook<T>* hook = detail::projection_input_hook<T>();
   if (!hook) return x;
   return (*hook)(tape, x, ProjectionSite<T>{weight, transposed});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Residual-stream points
+
+template <class T>
+using StreamHook = std::function<autodiff::Var<T>(autodiff::Tape<T>&, autodiff::Var<T> h, const std::string& point)>;
+
+namespace detail {
+template <class T>
+const StreamHook<T>*& stream_hook() {
+  thread_local const StreamHook<T>* hook = nullptr;
+  return hook;
+}
+}  // namespace detail
+
+// Installs `hook` at every residual-stream point on this thread until destroyed; scopes nest.
+template <class T>
+class StreamScope {
+ public:
+  explicit StreamScope(const StreamHook<T>& hook) : previous_(detail::stream_hook<T>()) { detail::stream_hook<T>() = &hook; }
+  ~StreamScope() { detail::stream_hook<T>() = previous_; }
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  const StreamHook<T>* previous_;
+};
+
+// h as the rest of the model should see it at the residual-stream point `point`.
+template <class T>
+autodiff::Var<T> stream_point(autodiff::Tape<T>& tape, autodiff::Var<T> h, const std::string& point) {
+  const StreamHook<T>* hook = detail::stream_hook<T>();
+  if (!hook) return h;
+  return (*hook)(tape, h, point);
 }
 
 }  // namespace sinklab::nn

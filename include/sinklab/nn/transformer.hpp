@@ -90,6 +90,7 @@ struct Layer {
     typename Attn::template Module<T> attn;
     typename FFN::template Module<T> ffn;
     double residual_clip = 0.0;
+    std::string after_attn, after_ffn;  // names of the residual-stream points (nn::stream_point)
 
     Module() = default;
     Module(const std::string& prefix, const ::sinklab::attn::Config& acfg, const ModelConfig& cfg, Rng& rng,
@@ -99,7 +100,9 @@ struct Layer {
           attn(join_name(prefix, "attn"), acfg, rng, pol),
           ffn(join_name(prefix, "ffn"), cfg.d_model, rng,
               ffn::Options{.hidden = cfg.ffn_hidden, .zero_init_output = cfg.zero_init_output, .init = cfg.init}),
-          residual_clip(cfg.residual_clip) {}
+          residual_clip(cfg.residual_clip),
+          after_attn(join_name(prefix, "residual.attn")),
+          after_ffn(join_name(prefix, "residual.ffn")) {}
 
     Var<T> forward(Tape<T>& tape, Var<T> h, const ::sinklab::attn::Extras<T>& extras, LayerRecord<T>* rec, bool grads) {
       auto watch = [&](Var<T> v, Tensor<T> LayerRecord<T>::*value, Tensor<T> LayerRecord<T>::*grad) {
@@ -113,13 +116,13 @@ struct Layer {
       watch(a_in, &LayerRecord<T>::attn_in, &LayerRecord<T>::grad_attn_in);
       Var<T> a = (Label("attn"), attn.forward(tape, a_in, extras));
       watch(a, &LayerRecord<T>::attn_out, &LayerRecord<T>::grad_attn_out);
-      Var<T> mid = (Label("residual"), clip(h + a));
+      Var<T> mid = stream_point(tape, (Label("residual"), clip(h + a)), after_attn);
       watch(mid, &LayerRecord<T>::mid, &LayerRecord<T>::grad_mid);
       Var<T> f_in = (Label("ffn_norm"), ffn_norm(tape, mid));
       watch(f_in, &LayerRecord<T>::ffn_in, &LayerRecord<T>::grad_ffn_in);
       Var<T> f = (Label("ffn"), ffn(tape, f_in));
       watch(f, &LayerRecord<T>::ffn_out, &LayerRecord<T>::grad_ffn_out);
-      Var<T> out = (Label("residual"), clip(mid + f));
+      Var<T> out = stream_point(tape, (Label("residual"), clip(mid + f)), after_ffn);
       watch(out, &LayerRecord<T>::output, &LayerRecord<T>::grad_output);
       return out;
     }
@@ -157,11 +160,12 @@ struct Transformer {
     std::vector<typename layer_type::template Module<T>> layers;
     typename Block::norm_policy::template Module<T> final_norm;
     Linear<T> lm_head;  // [d_model, vocab]; unused when embeddings are tied
+    std::string embeddings_point;  // the residual-stream point entering layer 0 (nn::stream_point)
 
     Module() = default;
     Module(std::string prefix, const ModelConfig& c, Rng& rng, const typename Attn::Policies& pol = {},
            const typename Mix::Options& mix_opts = {})
-        : cfg(c), name(std::move(prefix)) {
+        : cfg(c), name(std::move(prefix)), embeddings_point(join_name(name, "embeddings")) {
       SINKLAB_CHECK(cfg.vocab > 0 && cfg.d_model > 0 && cfg.layers > 0, "Transformer '", name,
                     "': vocab, d_model and layers must be positive, got ", cfg.vocab, ", ", cfg.d_model, ", ",
                     cfg.layers);
@@ -198,7 +202,7 @@ struct Transformer {
       std::optional<Label> section(std::in_place, "embed");
       Var<T> h = embed(tape, ids);
       if constexpr (!std::is_same_v<Pos, pos::RoPE>) h = positions(tape, h);
-      h = tokens.insert(tape, h);
+      h = stream_point(tape, tokens.insert(tape, h), embeddings_point);
       mixer.begin(tape, h);
       if (probe) {
         probe->layers.resize(layers.size());

@@ -8,9 +8,13 @@
 // GatedNorm's gate, mixing layers), the attention's QKV, gate and output projections and a
 // tied LM head — both its weight and its input (Bondarenko et al. quantize the inputs of every
 // linear layer). The sites are found through the nn::projection_input seam (nn/projection.hpp)
-// during calibration, keyed by the weight's parameter name. Left in float: embeddings (unless
-// tied to the head), norms, biases, policy parameters, and the attention core (q·kᵀ, softmax,
-// A·v run inside one fused kernel).
+// during calibration, keyed by the weight's parameter name. With `residual_stream` (W8A8 only)
+// the residual stream is quantized too, at every nn::stream_point: the embeddings entering the
+// first layer and the sum after each attention and FFN branch, asymmetric per-tensor INT8 with
+// static min-max ranges — Bondarenko et al.'s residual-sum quantizers, which see the massive
+// activations that the normed projection inputs do not. Left in float: the embedding table
+// (unless tied to the head), norms, biases, policy parameters, and the attention core (q·kᵀ,
+// softmax, A·v run inside one fused kernel; Bondarenko et al. also quantize those).
 //
 // Schemes:
 //   w8a8       weights symmetric per-tensor INT8 with an MSE range search (int8_weight.hpp);
@@ -40,6 +44,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -76,6 +81,7 @@ struct PtqConfig {
   double alpha = 0.5;          // SmoothQuant migration strength
   bool weights = true;         // quantize the projection weights
   bool activations = true;     // quantize the projection inputs
+  bool residual_stream = false;  // W8A8: also quantize the residual stream at every nn::stream_point
   int mse_candidates = 100;    // W8A8 weight clipping ranges tried
   int64_t weight_block = 16;   // W4A4 weight block along the reduction axis
   int64_t act_block = 16;      // W4A4 input block per token; 0: one scale per token
@@ -96,12 +102,23 @@ struct SiteStats {
   double weight_mse = 0.0;                       // mean squared weight quantization error
 };
 
+// One residual-stream point, as calibration saw it.
+struct StreamStats {
+  std::string point;  // nn::stream_point's name
+  int64_t batches = 0;
+  double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
+  UniformQuantizer quantizer;  // asymmetric INT8 over [min, max]
+};
+
 template <class T>
 class ModelQuantizer {
  public:
   explicit ModelQuantizer(PtqConfig cfg) : cfg_(cfg) {
     SINKLAB_CHECK(cfg_.alpha >= 0 && cfg_.alpha <= 1, "quant::ModelQuantizer: SmoothQuant alpha must be in [0, 1], got ",
                   cfg_.alpha);
+    SINKLAB_CHECK(!cfg_.residual_stream || cfg_.scheme == Scheme::w8a8 || cfg_.scheme == Scheme::none,
+                  "quant::ModelQuantizer: residual_stream quantization is defined for W8A8 (static per-tensor INT8), not ",
+                  scheme_name(cfg_.scheme));
     SINKLAB_CHECK(cfg_.weight_block >= 1 && cfg_.act_block >= 0, "quant::ModelQuantizer: weight_block must be >= 1 and "
                   "act_block >= 0, got ", cfg_.weight_block, " and ", cfg_.act_block);
     observe_ = [this](autodiff::Tape<T>&, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
@@ -110,6 +127,13 @@ class ModelQuantizer {
     };
     quantize_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
       return quantize_input(tape, x, s);
+    };
+    observe_stream_ = [this](autodiff::Tape<T>&, autodiff::Var<T> h, const std::string& point) {
+      observe_stream(point, h.value());
+      return h;
+    };
+    quantize_stream_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> h, const std::string& point) {
+      return quantize_stream(tape, h, point);
     };
   }
   ~ModelQuantizer() { restore(); }
@@ -123,6 +147,8 @@ class ModelQuantizer {
   void calibrate(F&& forward) {
     SINKLAB_CHECK(saved_.empty(), "quant::ModelQuantizer::calibrate: weights are quantized; restore() first");
     nn::ProjectionInputScope<T> scope(observe_);
+    std::optional<nn::StreamScope<T>> stream;
+    if (cfg_.residual_stream) stream.emplace(observe_stream_);
     forward();
     finalized_ = false;
   }
@@ -149,6 +175,9 @@ class ModelQuantizer {
       }
       st.activation = UniformQuantizer::asymmetric(lo, hi, 8);
     }
+    SINKLAB_CHECK(!cfg_.residual_stream || !streams_.empty(), "quant::ModelQuantizer: residual_stream is on but calibration "
+                  "passed no residual-stream point (the model has no nn::stream_point)");
+    for (StreamStats& st : streams_) st.quantizer = UniformQuantizer::asymmetric(st.min, st.max, 8);
     finalized_ = true;
   }
 
@@ -177,10 +206,21 @@ class ModelQuantizer {
   bool weights_quantized() const { return !saved_.empty(); }
 
   // While the returned scope lives, projection inputs on this thread are smoothed and
-  // fake-quantized (with a straight-through gradient).
-  nn::ProjectionInputScope<T> activation_scope() {
+  // fake-quantized, and with residual_stream the residual stream too (straight-through gradients).
+  class ActivationScope {
+   public:
+    ActivationScope(const nn::ProjectionInputHook<T>& projections, const nn::StreamHook<T>* stream)
+        : projections_(projections) {
+      if (stream) stream_.emplace(*stream);
+    }
+
+   private:
+    nn::ProjectionInputScope<T> projections_;
+    std::optional<nn::StreamScope<T>> stream_;
+  };
+  ActivationScope activation_scope() {
     finalize();
-    return nn::ProjectionInputScope<T>(quantize_);
+    return ActivationScope(quantize_, cfg_.residual_stream ? &quantize_stream_ : nullptr);
   }
 
   // The input transform of one site, on values: x / s, then the scheme's input quantizer.
@@ -209,6 +249,7 @@ class ModelQuantizer {
     return out;
   }
   int64_t site_count() const { return static_cast<int64_t>(sites_.size()); }
+  const std::vector<StreamStats>& stream_points() const { return streams_; }
 
  private:
   using Parameter = autodiff::Parameter<T>;
@@ -317,12 +358,39 @@ class ModelQuantizer {
     });
   }
 
+  void observe_stream(const std::string& point, const Tensor<T>& h) {
+    auto [it, fresh] = stream_index_.try_emplace(point, streams_.size());
+    if (fresh) streams_.push_back(StreamStats{.point = point});
+    StreamStats& st = streams_[it->second];
+    const Tensor<T> c = h.contiguous();
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      const double v = static_cast<double>(c.data()[i]);
+      SINKLAB_CHECK(std::isfinite(v), "quant::ModelQuantizer::calibrate: non-finite value ", v, " in the residual stream at '",
+                    point, "'");
+      st.min = std::min(st.min, v);
+      st.max = std::max(st.max, v);
+    }
+    ++st.batches;
+  }
+
+  autodiff::Var<T> quantize_stream(autodiff::Tape<T>& tape, autodiff::Var<T> h, const std::string& point) {
+    const auto it = stream_index_.find(point);
+    SINKLAB_CHECK(it != stream_index_.end(), "quant::ModelQuantizer: residual-stream point '", point,
+                  "' was not seen during calibration (calibrate with the same model and forward path)");
+    if (cfg_.scheme != Scheme::w8a8 || !cfg_.activations) return h;
+    Tensor<T> q = fake_quantize(h.value().contiguous(), streams_[it->second].quantizer);
+    return tape.record(q, {h}, [h](autodiff::Tape<T>& t, const Tensor<T>& g) { t.accumulate(h, g); });
+  }
+
   PtqConfig cfg_;
   std::vector<Site> sites_;
   std::map<std::string, std::size_t> index_;
+  std::vector<StreamStats> streams_;
+  std::map<std::string, std::size_t> stream_index_;
   std::vector<std::pair<Parameter*, Tensor<T>>> saved_;
   bool finalized_ = false;
   nn::ProjectionInputHook<T> observe_, quantize_;
+  nn::StreamHook<T> observe_stream_, quantize_stream_;
 };
 
 // Mean next-token cross-entropy (in double) over every target that is not ignore_index, and
@@ -368,6 +436,7 @@ struct PtqResult {
   double float_perplexity = 0, quant_perplexity = 0;  // exp(loss)
   int64_t tokens = 0;  // evaluated targets
   int64_t sites = 0;   // projections quantized
+  int64_t stream_points = 0;  // residual-stream points quantized (PtqConfig::residual_stream)
   double delta_loss() const { return quant_loss - float_loss; }
   double delta_perplexity() const { return quant_perplexity - float_perplexity; }
 };
@@ -399,6 +468,7 @@ PtqResult evaluate_ptq(Model& model, const std::vector<Batch>& calibration, cons
   }
   q.restore();
   r.sites = q.site_count();
+  r.stream_points = static_cast<int64_t>(q.stream_points().size());
   r.float_perplexity = std::exp(r.float_loss);
   r.quant_perplexity = std::exp(r.quant_loss);
   return r;
