@@ -60,7 +60,7 @@ foreach(line IN LISTS shared)
 endforeach()
 
 # 4. Run directories: result.json with finite final metrics, metrics.csv with one row per evaluation.
-set(metrics val_ppl max_inf_norm avg_kurtosis attn_first w8a8_ppl w8a8_delta_ppl)
+set(metrics val_ppl max_inf_norm avg_kurtosis attn_first w8a8_ppl w8a8_delta_ppl w8a8_proj_delta_ppl)
 foreach(f IN LISTS families)
   foreach(v IN LISTS pretrain retrofit)
     set(dir "${OUT}/run/${f}/runs/${v}/seed0")
