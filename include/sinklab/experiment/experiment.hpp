@@ -8,9 +8,9 @@
 //   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
 //   experiment::Matrix m("my_study", flags, {"vanilla", "vga"}, Json{{"lr", lr}}, argc, argv);
 //   m.run([&](experiment::Run& run) {                     // seeds outer, variants inner; finished runs skipped
-//     Rng rng(run.seed());
+//     Rng rng(run.seed()), ref_rng(run.seed());
 //     auto model = build(run.variant(), rng);
-//     auto ref = build("vanilla", Rng(run.seed()));
+//     auto ref = build("vanilla", ref_rng);             // the reference's initial tensors, by name
 //     run.progress().print(experiment::TensorBank::of(ref).apply(model).line());   // paired start
 //     experiment::train(run, model, opt, {.steps = flags.steps, .eval_every = 100},
 //                       [&](Rng& data) { auto b = sample(data); run.see_batch(b.x); return step(b); },

@@ -8,8 +8,9 @@
 // name) and returns the Var the matmul should use instead.
 //
 // The residual stream has the same kind of seam, stream_point(tape, h, name), at the points
-// where a model forms it: the embeddings entering the first layer ("<model>.embeddings") and
-// the sum after each branch ("<layer>.residual.attn", "<layer>.residual.ffn"). Bondarenko et
+// where a model forms it: the sum after each branch of every nn::Layer ("<layer>.residual.attn",
+// "<layer>.residual.ffn") and, in nn::Transformer, the embeddings entering the first layer
+// ("<model>.embeddings"). Bondarenko et
 // al.'s W8A8 quantizes those sums too, and they carry the massive activations.
 #pragma once
 #include <functional>
