@@ -1,6 +1,7 @@
 # Runs vga_lm --smoke and checks its outputs (cmake -P; see ../vga_lm_smoke.cmake).
 #   -DEXE=<program> -DOUT=<scratch folder>
 cmake_minimum_required(VERSION 3.20)
+include(${CMAKE_CURRENT_LIST_DIR}/../smoke_common/harness_checks.cmake)
 foreach(v EXE OUT)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "check.cmake: pass -D${v}=...")
@@ -12,12 +13,7 @@ set(pretrain vanilla register sink iga vga)
 set(retrofit finetune retrofit_vga)
 
 # 1. Without a corpus (and without --smoke) the program must stop and say how to get one.
-execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env SINKLAB_DATA=${OUT}/no-data ${EXE} --steps 1 --out ${OUT}/no-corpus
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "fetch-data.sh brown")
-  message(FATAL_ERROR "without the Brown corpus expected a failure naming scripts/fetch-data.sh, got rc=${rc}\n${out}\n${err}")
-endif()
+expect_corpus_hint(${EXE} ${OUT}/no-corpus)
 
 # 2. Bad flags: exit code 2 and the flag named; a bad combination: a clear message.
 execute_process(COMMAND ${EXE} --smoke --variants vanilla,nope --out ${OUT}/bad
@@ -47,17 +43,7 @@ if(out MATCHES "WARNING")
   message(FATAL_ERROR "the variants of a seed did not see the same batches")
 endif()
 # Every run starts from the vanilla init of its seed (or the vanilla final): all shared tensors copied.
-string(REGEX MATCHALL "init: [0-9]+/[0-9]+ shared tensors identical" shared "${out}")
-list(LENGTH shared n_shared)
-if(NOT n_shared EQUAL 14)
-  message(FATAL_ERROR "expected 14 'init:' lines (7 variants x 2 families), found ${n_shared}")
-endif()
-foreach(line IN LISTS shared)
-  string(REGEX MATCH "([0-9]+)/([0-9]+)" _ "${line}")
-  if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
-    message(FATAL_ERROR "a run did not start from all the reference weights: ${line}")
-  endif()
-endforeach()
+expect_paired_starts("${out}" 14)  # 7 variants x 2 families
 
 # 4. Run directories: result.json with finite final metrics, metrics.csv with one row per evaluation.
 set(metrics val_ppl max_inf_norm avg_kurtosis attn_first w8a8_ppl w8a8_delta_ppl w8a8_proj_delta_ppl)
@@ -114,20 +100,6 @@ foreach(c IN LISTS checks)
   endif()
 endforeach()
 
-# 6. --resume reads every finished run back instead of training again.
-execute_process(COMMAND ${EXE} --smoke --threads 2 --out ${OUT}/run --resume --no-plots
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out2 ERROR_VARIABLE err2)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "--resume failed with ${rc}\n${out2}\n${err2}")
-endif()
-string(REGEX MATCHALL "finished earlier" skipped "${out2}")
-list(LENGTH skipped n_skipped)
-if(NOT n_skipped EQUAL 14)
-  message(FATAL_ERROR "--resume: expected 14 runs read back, found ${n_skipped}\n${out2}")
-endif()
-# Without --resume or --force a non-empty --out is refused.
-execute_process(COMMAND ${EXE} --smoke --out ${OUT}/run RESULT_VARIABLE rc OUTPUT_VARIABLE out3 ERROR_VARIABLE err3)
-if(rc EQUAL 0 OR NOT err3 MATCHES "--resume")
-  message(FATAL_ERROR "a non-empty --out must be refused, got rc=${rc}\n${out3}\n${err3}")
-endif()
+# 6. The same command again is refused; --resume reads every finished run back.
+expect_refusal_then_resume(14 ${EXE} --smoke --threads 2 --out ${OUT}/run)
 message(STATUS "vga_lm smoke test passed")

@@ -1,6 +1,7 @@
 # Runs vga_bigram_backcopy on tiny sizes and checks its outputs (cmake -P; see ../vga_smoke.cmake).
 #   -DEXE=<program> -DOUT=<scratch folder> -DEXPECT_PLOTS=ON|OFF
 cmake_minimum_required(VERSION 3.20)
+include(${CMAKE_CURRENT_LIST_DIR}/../smoke_common/harness_checks.cmake)
 foreach(v EXE OUT)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "check.cmake: pass -D${v}=...")
@@ -12,12 +13,7 @@ set(seeds 0 1)
 file(REMOVE_RECURSE "${OUT}" "${OUT}-no-corpus")
 
 # 1. Without a corpus (and without --smoke) the program must stop and say how to get one.
-execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env SINKLAB_DATA=${OUT}/no-data ${EXE} --steps 1 --out ${OUT}-no-corpus
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "fetch-data.sh brown")
-  message(FATAL_ERROR "without the Brown corpus expected a failure naming scripts/fetch-data.sh, got rc=${rc}\n${out}\n${err}")
-endif()
+expect_corpus_hint(${EXE} ${OUT}-no-corpus)
 
 # 2. The smoke run: 6 steps, logged at steps 0, 3 and 6.
 execute_process(
@@ -36,23 +32,13 @@ if(NOT out MATCHES "Final metrics")
 endif()
 
 # Every run must start from the vanilla weights of its seed (all shared tensors copied and checked).
-string(REGEX MATCHALL "init: [0-9]+/[0-9]+ shared tensors identical" shared "${out}")
-list(LENGTH shared n_shared)
-if(NOT n_shared EQUAL 12)
-  message(FATAL_ERROR "expected 12 'init: N/N shared tensors identical' lines (6 variants x 2 seeds), found ${n_shared}")
-endif()
+expect_paired_starts("${out}" 12)  # 6 variants x 2 seeds
 # ... and every variant of a seed must have seen the same batches.
 string(REGEX MATCHALL "data, seed [0-9]: 6 batches, identical for 6/6 variants" same "${out}")
 list(LENGTH same n_same)
 if(NOT n_same EQUAL 2)
   message(FATAL_ERROR "expected both seeds to report identical batches for all 6 variants")
 endif()
-foreach(line IN LISTS shared)
-  string(REGEX MATCH "([0-9]+)/([0-9]+)" _ "${line}")
-  if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
-    message(FATAL_ERROR "a run did not start from all the vanilla weights: ${line}")
-  endif()
-endforeach()
 
 set(number "-?[0-9]+(\\.[0-9]*)?([eE][-+]?[0-9]+)?")
 
@@ -160,20 +146,6 @@ if(EXPECT_PLOTS)
 endif()
 
 # 3. The same command again must refuse to overwrite; --resume reads every finished run back.
-execute_process(
-  COMMAND ${EXE} --smoke --steps 6 --log-every 3 --batch 4 --eval-batch 4 --seq-len 16 --d-model 16 --seeds 0,1
-          --threads 2 --out ${OUT}
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out2 ERROR_VARIABLE err2)
-if(rc EQUAL 0 OR NOT err2 MATCHES "is not empty; pass --resume")
-  message(FATAL_ERROR "a second run into a full --out must refuse, got rc=${rc}\n${out2}\n${err2}")
-endif()
-execute_process(
-  COMMAND ${EXE} --smoke --steps 6 --log-every 3 --batch 4 --eval-batch 4 --seq-len 16 --d-model 16 --seeds 0,1
-          --threads 2 --out ${OUT} --resume --no-plots
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out3 ERROR_VARIABLE err3)
-string(REGEX MATCHALL "finished earlier" skipped "${out3}")
-list(LENGTH skipped n_skipped)
-if(NOT rc EQUAL 0 OR NOT n_skipped EQUAL 12)
-  message(FATAL_ERROR "--resume of a finished matrix should read back 12 runs, got rc=${rc}\n${out3}\n${err3}")
-endif()
+expect_refusal_then_resume(12 ${EXE} --smoke --steps 6 --log-every 3 --batch 4 --eval-batch 4 --seq-len 16
+                           --d-model 16 --seeds 0,1 --threads 2 --out ${OUT})
 message(STATUS "vga_bigram_backcopy smoke test: all outputs present and finite")

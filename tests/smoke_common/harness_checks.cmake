@@ -1,0 +1,43 @@
+# Checks every reproduction's smoke test makes of what the experiment harness promises
+# (include()d by tests/<example>_smoke/check.cmake, run with cmake -P).
+
+# Without the Brown corpus (and without --smoke) the program stops and says how to fetch it.
+function(expect_corpus_hint exe out_dir)
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env SINKLAB_DATA=${out_dir}/no-data ${exe} --steps 1 --out ${out_dir}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "fetch-data.sh brown")
+    message(FATAL_ERROR "without the Brown corpus expected a failure naming scripts/fetch-data.sh, got rc=${rc}\n${out}\n${err}")
+  endif()
+endfunction()
+
+# `output` holds one "init: N/N shared tensors identical" line per run, `count` in all, each
+# with every shared tensor copied from the reference (N/N, N > 0).
+function(expect_paired_starts output count)
+  string(REGEX MATCHALL "init: [0-9]+/[0-9]+ shared tensors identical" shared "${output}")
+  list(LENGTH shared n)
+  if(NOT n EQUAL count)
+    message(FATAL_ERROR "expected ${count} 'init: N/N shared tensors identical' lines (one per run), found ${n}")
+  endif()
+  foreach(line IN LISTS shared)
+    string(REGEX MATCH "([0-9]+)/([0-9]+)" _ "${line}")
+    if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
+      message(FATAL_ERROR "a run did not start from all the reference weights: ${line}")
+    endif()
+  endforeach()
+endfunction()
+
+# After a finished matrix, the command (ARGN) again is refused; with --resume it reads all
+# `count` runs back instead of training them.
+function(expect_refusal_then_resume count)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "is not empty; pass --resume")
+    message(FATAL_ERROR "a second run into a full --out must refuse, got rc=${rc}\n${out}\n${err}")
+  endif()
+  execute_process(COMMAND ${ARGN} --resume --no-plots RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(REGEX MATCHALL "finished earlier" skipped "${out}")
+  list(LENGTH skipped n)
+  if(NOT rc EQUAL 0 OR NOT n EQUAL count)
+    message(FATAL_ERROR "--resume of a finished matrix should read back ${count} runs, read ${n} (rc=${rc})\n${out}\n${err}")
+  endif()
+endfunction()
