@@ -83,7 +83,7 @@
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/optim/clip.hpp"
 #include "sinklab/optim/schedule.hpp"
-#include "sinklab/probe/outlier_stats.hpp"
+#include "sinklab/probe/model_report.hpp"
 #include "sinklab/quant/model.hpp"
 
 using namespace sinklab;
@@ -313,16 +313,9 @@ io::LogRow evaluate(Model& model, const EvalData& ev, const Settings& s, bool si
       nn::ModelProbe<float> pr;
       pr.attention = true;
       model.logits(tape, ev.validation[static_cast<std::size_t>(k)].x, &pr);
-      acc.add("embeddings", pr.embeddings);
+      probe::add_module_outputs(acc, pr);
       for (std::size_t l = 0; l < pr.layers.size(); ++l) {
         const auto& rec = pr.layers[l];
-        const std::string p = "layers." + std::to_string(l) + ".";
-        acc.add(p + "attn_norm", rec.attn_in);
-        acc.add(p + "attn", rec.attn_out);
-        acc.add(p + "mid", rec.mid);
-        acc.add(p + "ffn_norm", rec.ffn_in);
-        acc.add(p + "ffn", rec.ffn_out);
-        acc.add(p + "output", rec.output);
         const Tensor<float>& A = rec.attn.weights;  // [B, H, L, L], L = offset + T
         const int64_t B = A.size(0), H = A.size(1), L = A.size(2);
         for (int64_t b = 0; b < B; ++b)
@@ -350,7 +343,6 @@ io::LogRow evaluate(Model& model, const EvalData& ev, const Settings& s, bool si
               }
         }
       }
-      acc.add("final_norm", pr.final_hidden);
     }
   }
   row.emplace_back("max_inf_norm", acc.max_inf_norm());

@@ -144,6 +144,25 @@ bool has(const Tensor<T>& t) {
 }
 }  // namespace detail
 
+// The module inputs and outputs of a probed model that "Max inf norm" and "Avg kurtosis" cover
+// (Bondarenko et al.): the embeddings; each layer's attention input and output, residual after
+// attention, FFN input and output and layer output; the final norm's output.
+template <class T>
+void add_module_outputs(OutlierAccumulator& acc, const nn::ModelProbe<T>& probe) {
+  if (detail::has(probe.embeddings)) acc.add("embeddings", probe.embeddings);
+  for (std::size_t i = 0; i < probe.layers.size(); ++i) {
+    const nn::LayerRecord<T>& rec = probe.layers[i];
+    const std::string prefix = "layers." + std::to_string(i) + ".";
+    acc.add(prefix + "attn_norm", rec.attn_in);
+    acc.add(prefix + "attn", rec.attn_out);
+    acc.add(prefix + "mid", rec.mid);
+    acc.add(prefix + "ffn_norm", rec.ffn_in);
+    acc.add(prefix + "ffn", rec.ffn_out);
+    acc.add(prefix + "output", rec.output);
+  }
+  if (detail::has(probe.final_hidden)) acc.add("final_norm", probe.final_hidden);
+}
+
 template <class T>
 ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<LayerWeights<T>>& weights = {},
                          const ReportOptions& opt = {}) {
@@ -155,13 +174,11 @@ ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<Layer
   r.options = opt;
   OutlierAccumulator outliers;
   DimensionMaxAbs residual_all;
-  if (detail::has(probe.embeddings)) outliers.add("embeddings", probe.embeddings);
   r.attention = detail::has(probe.layers[0].attn.weights);
   r.gradients = detail::has(probe.layers[0].grad_input);
 
   for (std::size_t i = 0; i < probe.layers.size(); ++i) {
     const nn::LayerRecord<T>& rec = probe.layers[i];
-    const std::string prefix = "layers." + std::to_string(i) + ".";
     LayerReport L;
     L.layer = static_cast<int64_t>(i);
     SINKLAB_CHECK(detail::has(rec.output) && detail::has(rec.attn_out) && detail::has(rec.ffn_out), fn, ": layer ", i,
@@ -224,15 +241,9 @@ ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<Layer
       L.ffn_branch = branch(rec.grad_ffn_in, rec.grad_ffn_out, rec.grad_mid, rec.grad_output);
     }
 
-    outliers.add(prefix + "attn_norm", rec.attn_in);
-    outliers.add(prefix + "attn", rec.attn_out);
-    outliers.add(prefix + "mid", rec.mid);
-    outliers.add(prefix + "ffn_norm", rec.ffn_in);
-    outliers.add(prefix + "ffn", rec.ffn_out);
-    outliers.add(prefix + "output", rec.output);
     r.layers.push_back(std::move(L));
   }
-  if (detail::has(probe.final_hidden)) outliers.add("final_norm", probe.final_hidden);
+  add_module_outputs(outliers, probe);  // after the per-layer checks, which name what is missing
   r.modules = outliers.modules();
   r.max_inf_norm = outliers.max_inf_norm();
   r.avg_kurtosis = outliers.avg_kurtosis();
