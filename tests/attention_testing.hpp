@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sinklab/core/rng.hpp"
+#include "sinklab/autodiff/ops/attention.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
 
 namespace attn_test {
@@ -33,6 +34,17 @@ double rel_error(const Tensor<A>& a, const Tensor<B>& b) {
     scale = std::max({scale, std::abs(xi), std::abs(yi)});
   }
   return scale == 0 ? 0.0 : diff / scale;
+}
+
+// The materialised forward with the maps a recorder receives (as autodiff::attention fills them).
+template <class Score, class Mask, class T>
+AttentionForward<T> recorded_forward(const Score& score, const Mask& mask, const Tensor<T>& q, const Tensor<T>& k,
+                                     const Tensor<T>& v, const score::params_t<Score, T>& params,
+                                     const AttentionOptions& opt, autodiff::AttentionRecorder<T>& rec) {
+  AttentionForward<T> f = attention_reference_forward(score, mask, q, k, v, params, opt, &rec.weights, &rec.logits);
+  rec.lse = f.lse;
+  ++rec.calls;
+  return f;
 }
 
 template <class T>

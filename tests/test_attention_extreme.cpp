@@ -14,9 +14,9 @@ void check_finite_everywhere(const Score& score, Mask mask, const Tensor<T>& q, 
   auto dout = rng.normal<T>(q.shape(), T(0), T(1));
   auto fused = attention_fused_forward(score, mask, q, k, v, params, opt);
   auto gf = attention_fused_backward(score, mask, q, k, v, params, fused, dout, opt);
-  probe::AttentionRecorder<T> rec;
-  auto ref = attention_forward(score, mask, q, k, v, params, opt, &rec);
-  auto gr = attention_backward(score, mask, q, k, v, params, ref, dout, opt, &rec);
+  autodiff::AttentionRecorder<T> rec;
+  auto ref = recorded_forward(score, mask, q, k, v, params, opt, rec);
+  auto gr = attention_reference_backward(score, mask, q, k, v, params, dout, opt);
   for (const Tensor<T>* t : {&fused.out, &gf.dq, &gf.dk, &gf.dv, &ref.out, &gr.dq, &gr.dk, &gr.dv})
     CHECK(all_finite(*t));
   if constexpr (Score::has_sink) CHECK(all_finite(gf.dscore.sink_logit));

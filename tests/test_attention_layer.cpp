@@ -73,7 +73,7 @@ TEST_CASE("attention layer: the probe path gives the fused path's outputs and gr
   Rng rng(3);
   A::Module<float> layer("attn", cfg, rng);
   auto x0 = Rng(4).normal<float>({2, 9, 16});
-  auto run = [&](probe::AttentionRecorder<float>* pr) {
+  auto run = [&](autodiff::AttentionRecorder<float>* pr) {
     nn::zero_grad<float>(layer);
     Tape<float> t;
     auto x = t.leaf(x0);
@@ -82,7 +82,7 @@ TEST_CASE("attention layer: the probe path gives the fused path's outputs and gr
     return std::make_pair(y.value().clone(), layer.w_qkv.grad.clone());
   };
   auto [y_fused, g_fused] = run(nullptr);
-  probe::AttentionRecorder<float> rec;
+  autodiff::AttentionRecorder<float> rec;
   auto [y_probe, g_probe] = run(&rec);
   for (int64_t i = 0; i < y_fused.numel(); ++i) CHECK(y_probe.data()[i] == doctest::Approx(y_fused.data()[i]).epsilon(1e-5));
   for (int64_t i = 0; i < g_fused.numel(); ++i) CHECK(g_probe.data()[i] == doctest::Approx(g_fused.data()[i]).epsilon(1e-4).scale(1e-3));

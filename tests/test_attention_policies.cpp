@@ -4,6 +4,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "attention_testing.hpp"
+#include "sinklab/autodiff/autodiff.hpp"
 
 using namespace attn_test;
 
@@ -166,8 +167,8 @@ TEST_CASE("policies: recorded weights follow each paper's formula") {
     return (q(0, 0, i, 0) * k(0, 0, j, 0) + q(0, 0, i, 1) * k(0, 0, j, 1)) / std::sqrt(2.0);
   };
   auto record = [&](const auto& score, const auto& params, auto mask) {
-    probe::AttentionRecorder<double> rec;
-    auto fwd = attention_forward(score, mask, q, k, v, params, {}, &rec);
+    autodiff::AttentionRecorder<double> rec;
+    auto fwd = recorded_forward(score, mask, q, k, v, params, {}, rec);
     CHECK(rec.calls == 1);
     // The recorded weights reproduce the output.
     for (int64_t i = 0; i < T; ++i)
@@ -239,8 +240,8 @@ TEST_CASE("policies: clipped softmax clips to exactly 0 and 1 and passes no grad
   auto k = rng.normal<double>({1, 2, 6, 4}, 0.0, 1.5);
   auto v = rng.normal<double>({1, 2, 6, 4}, 0.0, 1.0);
   const score::ClippedSoftmax sc{1.05, -0.1};
-  probe::AttentionRecorder<double> rec;
-  attention_forward(sc, mask::Causal{}, q, k, v, policy::NoParams<double>{}, {}, &rec);
+  autodiff::AttentionRecorder<double> rec;
+  recorded_forward(sc, mask::Causal{}, q, k, v, policy::NoParams<double>{}, {}, rec);
   int zeros = 0, ones = 0;
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 6; ++i)
@@ -276,31 +277,43 @@ TEST_CASE("transforms: V-scale and gates compute their formulas") {
   CHECK(yc(0, 1, 2, 3) == doctest::Approx(v(0, 1, 2, 3) / (1 + std::exp(-lc(0, 1, 2, 3)))));
 }
 
-TEST_CASE("probe: NullProbe takes the fused path, a recorder the materialised one, with equal results") {
+TEST_CASE("autodiff::attention: fused without a recorder, materialised and recorded with one, equal results") {
   Rng rng(21);
-  auto q = rng.normal<float>({2, 4, 9, 8}, 0.f, 1.f);
-  auto k = rng.normal<float>({2, 2, 9, 8}, 0.f, 1.f);
-  auto v = rng.normal<float>({2, 2, 9, 8}, 0.f, 1.f);
+  auto qt = rng.normal<float>({2, 4, 9, 8}, 0.f, 1.f);
+  auto kt = rng.normal<float>({2, 2, 9, 8}, 0.f, 1.f);
+  auto vt = rng.normal<float>({2, 2, 9, 8}, 0.f, 1.f);
   auto dout = rng.normal<float>({2, 4, 9, 8}, 0.f, 1.f);
-  const score::SoftmaxSink sc;
-  auto params = sc.make_params<float>(4);
-  AttentionOptions opt;
-  opt.block_q = 4;
-  opt.block_k = 4;
-  probe::NullProbe none;
-  probe::AttentionRecorder<float> rec;
-  auto f0 = attention_forward(sc, mask::Causal{}, q, k, v, params, opt, &none);
-  auto f1 = attention_forward(sc, mask::Causal{}, q, k, v, params, opt, &rec);
+  using Call = autodiff::AttentionCall<score::SoftmaxSink, gate::None, value::Identity, mask::Causal, float>;
+  struct Run {
+    Tensor<float> out, dq, dk, dv, dsink;
+  };
+  auto run = [&](autodiff::AttentionRecorder<float>* rec) {
+    autodiff::Tape<float> tape;
+    auto q = tape.leaf(qt), k = tape.leaf(kt), v = tape.leaf(vt), sink = tape.leaf(Tensor<float>::zeros({4}));
+    Call c;
+    c.score_params = c.score.make_params<float>(4);
+    c.score_params.sink_logit = sink.value();
+    c.score_vars = {sink};
+    c.options.block_q = 4;
+    c.options.block_k = 4;
+    c.recorder = rec;
+    auto y = autodiff::attention(c, q, k, v, autodiff::Var<float>{});
+    tape.backward(autodiff::sum(y * tape.leaf(dout, false)));
+    return Run{y.value(), q.grad(), k.grad(), v.grad(), sink.grad()};
+  };
+  autodiff::AttentionRecorder<float> rec;
+  const Run f0 = run(nullptr), f1 = run(&rec);
+  CHECK(rec.calls == 1);
   CHECK(rec.weights.shape() == Shape{2, 4, 9, 9});
   CHECK(rec.logits.shape() == Shape{2, 4, 9, 9});
+  CHECK(rec.lse.shape() == Shape{2, 4, 9});
+  CHECK(rec.value_norms.shape() == Shape{2, 2, 9});
+  CHECK(rel_error(rec.grad_q, f1.dq) == 0.0);
   CHECK(rel_error(f0.out, f1.out) < 1e-5);
-  CHECK(rel_error(f0.lse, f1.lse) < 1e-5);
-  auto g0 = attention_backward(sc, mask::Causal{}, q, k, v, params, f0, dout, opt, &none);
-  auto g1 = attention_backward(sc, mask::Causal{}, q, k, v, params, f1, dout, opt, &rec);
-  CHECK(rel_error(g0.dq, g1.dq) < 1e-5);
-  CHECK(rel_error(g0.dk, g1.dk) < 1e-5);
-  CHECK(rel_error(g0.dv, g1.dv) < 1e-5);
-  CHECK(rel_error(g0.dscore.sink_logit, g1.dscore.sink_logit) < 5e-5);
+  CHECK(rel_error(f0.dq, f1.dq) < 1e-5);
+  CHECK(rel_error(f0.dk, f1.dk) < 1e-5);
+  CHECK(rel_error(f0.dv, f1.dv) < 1e-5);
+  CHECK(rel_error(f0.dsink, f1.dsink) < 5e-5);
 }
 
 TEST_CASE("memory: the fused path allocates O(T·d), the materialised one O(T·S)") {

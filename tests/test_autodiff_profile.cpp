@@ -78,7 +78,7 @@ TEST_CASE("profile: a transformer's nodes fall into per-layer sections") {
     REQUIRE_MESSAGE(e != nullptr, section);
     CHECK(e->backward_calls >= 2);
   }
-  const auto* ffn = find(prof, "layers.1/ffn", "ffn::glu_mlp");  // the whole SwiGLU block: one node
+  const auto* ffn = find(prof, "layers.1/ffn", "glu_mlp");  // the whole SwiGLU block: one node
   REQUIRE(ffn != nullptr);
   CHECK(ffn->backward_calls == 1);
   CHECK(find(prof, "loss", "cross_entropy") != nullptr);

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "sinklab/nn/projection.hpp"
-#include "sinklab/policy/ffn.hpp"
-#include "sinklab/policy/residual.hpp"
+#include "sinklab/nn/ffn.hpp"
+#include "sinklab/autodiff/ops/clip.hpp"
 
 using namespace sinklab;
 using namespace sinklab::autodiff;
@@ -66,10 +66,10 @@ TEST_CASE("ffn: gradcheck of SwiGLU, GLU, GeluMLP, ReluMLP (input and every para
 
 TEST_CASE("ffn: fused gate nodes equal silu(a)⊙b and σ(a)⊙b built from ops; gradchecks") {
   const Tensor<double> ab = randn({3, 5, 2 * 13}, 1, 0.0, 2.0);
-  check_grad([](auto& v) { return ffn::act_mul_halves<ffn::act::Silu>(v[0]); }, {ab});
-  check_grad([](auto& v) { return ffn::act_mul_halves<ffn::act::Sigmoid>(v[0]); }, {ab});
-  check_grad([](auto& v) { return ffn::act_mul_halves<ffn::act::Gelu>(v[0]); }, {ab});
-  check_grad([](auto& v) { return ffn::act_mul<ffn::act::Silu>(v[0], v[1]); }, {randn({4, 19}, 2), randn({4, 19}, 3)});
+  check_grad([](auto& v) { return autodiff::act_mul_halves<act::SiLU>(v[0]); }, {ab});
+  check_grad([](auto& v) { return autodiff::act_mul_halves<act::Sigmoid>(v[0]); }, {ab});
+  check_grad([](auto& v) { return autodiff::act_mul_halves<act::GELU>(v[0]); }, {ab});
+  check_grad([](auto& v) { return autodiff::act_mul<act::SiLU>(v[0], v[1]); }, {randn({4, 19}, 2), randn({4, 19}, 3)});
 
   auto in = make_inputs({ab});
   for (int which = 0; which < 2; ++which) {
@@ -80,7 +80,7 @@ TEST_CASE("ffn: fused gate nodes equal silu(a)⊙b and σ(a)⊙b built from ops;
       Var<double> x = t.param(in[0]);
       Var<double> y_;
       if (pass == 0) {
-        y_ = which == 0 ? ffn::act_mul_halves<ffn::act::Silu>(x) : ffn::act_mul_halves<ffn::act::Sigmoid>(x);
+        y_ = which == 0 ? autodiff::act_mul_halves<act::SiLU>(x) : autodiff::act_mul_halves<act::Sigmoid>(x);
       } else {
         Var<double> a = slice(x, -1, 0, 13), b = slice(x, -1, 13, 26);
         y_ = (which == 0 ? silu(a) : sigmoid(a)) * b;
@@ -119,7 +119,7 @@ TEST_CASE("ffn::SwiGLU equals silu(x·W_gate) ⊙ (x·W_up) · W_down with W_gat
     }
 }
 
-TEST_CASE("ffn::glu_mlp equals act_mul_halves(x·W_up)·W_down in value and every gradient (threaded GEMMs)") {
+TEST_CASE("autodiff::glu_mlp equals act_mul_halves(x·W_up)·W_down in value and every gradient (threaded GEMMs)") {
   // 300 rows: the GEMMs run on both threads, the activations in their row epilogues.
   set_num_threads(2);
   Rng rng(6);
@@ -129,9 +129,9 @@ TEST_CASE("ffn::glu_mlp equals act_mul_halves(x·W_up)·W_down in value and ever
     Tape<float> t;
     auto xv = t.leaf(x), u = t.leaf(wu), d = t.leaf(wd);
     auto block = [&](Var<float> in) {
-      if (fused) return sigmoid ? ffn::glu_mlp<ffn::act::Sigmoid>(in, u, d) : ffn::glu_mlp<ffn::act::Silu>(in, u, d);
+      if (fused) return sigmoid ? autodiff::glu_mlp<act::Sigmoid>(in, u, d) : autodiff::glu_mlp<act::SiLU>(in, u, d);
       auto ab = matmul(in, u);
-      return matmul(sigmoid ? ffn::act_mul_halves<ffn::act::Sigmoid>(ab) : ffn::act_mul_halves<ffn::act::Silu>(ab), d);
+      return matmul(sigmoid ? autodiff::act_mul_halves<act::Sigmoid>(ab) : autodiff::act_mul_halves<act::SiLU>(ab), d);
     };
     // Applied twice and x also reaching the output directly: every gradient gets a second
     // contribution (accumulated with beta 1).
@@ -177,7 +177,7 @@ TEST_CASE("ffn: the GLU forms stay composed under a projection-input hook and wi
   ffn::GLU::Module<double> b("b", 6, rng, o);
   auto y = b(t, t.constant(x));
   CHECK(y.shape() == Shape{4, 6});
-  CHECK_THROWS_WITH_AS(ffn::glu_mlp<ffn::act::Silu>(t.constant(x), t.constant(Tensor<double>::zeros({6, 9})),
+  CHECK_THROWS_WITH_AS(autodiff::glu_mlp<act::SiLU>(t.constant(x), t.constant(Tensor<double>::zeros({6, 9})),
                                                     t.constant(Tensor<double>::zeros({4, 6}))),
                        doctest::Contains("glu_mlp<silu>: input [4, 6], up-projection [6, 9] and down-projection [4, 6] "
                                          "do not fit"),
@@ -206,7 +206,7 @@ TEST_CASE("ffn: default widths, zero-init output, float vs double, errors") {
 
   CHECK_THROWS_WITH_AS(s(t, x), doctest::Contains("SwiGLU 's': input of shape [2, 16] has last axis 16, expected 128"),
                        Error);
-  CHECK_THROWS_WITH_AS(ffn::act_mul_halves<ffn::act::Silu>(t.leaf(Tensor<float>::zeros({2, 5}))),
+  CHECK_THROWS_WITH_AS(autodiff::act_mul_halves<act::SiLU>(t.leaf(Tensor<float>::zeros({2, 5}))),
                        doctest::Contains("halves of equal width, got shape [2, 5]"), Error);
 
   // float vs double on the same weights.
@@ -234,10 +234,10 @@ TEST_CASE("ffn: default widths, zero-init output, float vs double, errors") {
   static_assert(ffn::is_policy_v<ffn::SwiGLU> && !ffn::is_policy_v<double>);
 }
 
-TEST_CASE("residual::clip: values limited to ±c, gradient zero where clipped") {
+TEST_CASE("clip: values limited to ±c, gradient zero where clipped") {
   Tape<double> t;
   auto x = t.leaf(Tensor<double>::from({6}, {-250.0, -100.0, -3.0, 0.5, 100.0, 1e4}));
-  auto y = residual::clip(x, 100.0);
+  auto y = autodiff::clip(x, 100.0);
   CHECK(y.value().to_vector() == std::vector<double>{-100.0, -100.0, -3.0, 0.5, 100.0, 100.0});
   t.backward(sum(y * 2.0));
   CHECK(x.grad().to_vector() == std::vector<double>{0.0, 2.0, 2.0, 2.0, 2.0, 0.0});
@@ -247,12 +247,10 @@ TEST_CASE("residual::clip: values limited to ±c, gradient zero where clipped") 
     double& e = v.data()[i];
     if (std::abs(std::abs(e) - 1.5) < 0.05) e += 0.2;
   }
-  check_grad([](auto& vs) { return residual::clip(vs[0], 1.5) * vs[0]; }, {v});
-  // Policies.
+  check_grad([](auto& vs) { return autodiff::clip(vs[0], 1.5) * vs[0]; }, {v});
   Tape<float> tf;
   auto z = tf.leaf(Tensor<float>::from({3}, {-20.f, 5.f, 20.f}));
-  CHECK(residual::Clip{10.0}.apply(z).value().to_vector() == std::vector<float>{-10.f, 5.f, 10.f});
-  CHECK(residual::None{}.apply(z).id == z.id);
-  CHECK_THROWS_WITH_AS(residual::clip(z, 0.0), doctest::Contains("threshold must be > 0, got 0 (input shape [3])"),
+  CHECK(autodiff::clip(z, 10.0).value().to_vector() == std::vector<float>{-10.f, 5.f, 10.f});
+  CHECK_THROWS_WITH_AS(autodiff::clip(z, 0.0), doctest::Contains("threshold must be > 0, got 0 (input shape [3])"),
                        Error);
 }

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "sinklab/policy/norm.hpp"
+#include "sinklab/nn/norm.hpp"
 
 using namespace sinklab;
 using namespace sinklab::autodiff;
@@ -101,7 +101,7 @@ TEST_CASE("norm::RMS: the input gradient is summed in the kernel's pass, whateve
       return norm_fn(x, t.param(ps[2])) * 2.0 + (norm_fn(x, t.param(ps[1])) + x);
     };
   };
-  auto fused = [&](Var<double> x, Var<double> g) { return norm::rms_norm(x, g, eps); };
+  auto fused = [&](Var<double> x, Var<double> g) { return autodiff::rms_norm(x, g, eps); };
   auto reference = [&](Var<double> x, Var<double> g) { return rms_reference(x, g, eps); };
   check_same(with(fused), with(reference), pointers(ps), {3, 5, 24});
 }
@@ -113,22 +113,22 @@ TEST_CASE("norm: fused nodes equal their composed-from-ops references") {
   auto ps = pointers(in);
   Parameter<double>&x = in[0], &g = in[1], &b = in[2], &pre = in[3], &alpha = in[4];
 
-  check_same([&](Tape<double>& t) { return norm::rms_norm(t.param(x), t.param(g), 1e-6); },
+  check_same([&](Tape<double>& t) { return autodiff::rms_norm(t.param(x), t.param(g), 1e-6); },
              [&](Tape<double>& t) { return rms_reference(t.param(x), t.param(g), 1e-6); }, {&x, &g}, xs);
-  check_same([&](Tape<double>& t) { return norm::pre_affine_rms_norm(t.param(x), t.param(pre), t.param(g), 1e-6); },
+  check_same([&](Tape<double>& t) { return autodiff::pre_affine_rms_norm(t.param(x), t.param(pre), t.param(g), 1e-6); },
              [&](Tape<double>& t) { return rms_reference(t.param(x) * t.param(pre), t.param(g), 1e-6); },
              {&x, &pre, &g}, xs);
-  check_same([&](Tape<double>& t) { return norm::layer_norm(t.param(x), t.param(g), t.param(b), 1e-5); },
+  check_same([&](Tape<double>& t) { return autodiff::layer_norm(t.param(x), t.param(g), t.param(b), 1e-5); },
              [&](Tape<double>& t) {
                Var<double> xv = t.param(x);
                Var<double> c = xv - mean(xv, -1, true);
                return c / sqrt(mean(square(c), -1, true) + 1e-5) * t.param(g) + t.param(b);
              },
              {&x, &g, &b}, xs);
-  check_same([&](Tape<double>& t) { return norm::dyt(t.param(x), t.param(alpha), t.param(g), t.param(b)); },
+  check_same([&](Tape<double>& t) { return autodiff::dyt(t.param(x), t.param(alpha), t.param(g), t.param(b)); },
              [&](Tape<double>& t) { return tanh(t.param(x) * t.param(alpha)) * t.param(g) + t.param(b); },
              {&x, &alpha, &g, &b}, xs);
-  check_same([&](Tape<double>& t) { return ffn::act_mul<ffn::act::Sigmoid>(t.param(x), t.param(x) * 0.5); },
+  check_same([&](Tape<double>& t) { return autodiff::act_mul<act::Sigmoid>(t.param(x), t.param(x) * 0.5); },
              [&](Tape<double>& t) { return sigmoid(t.param(x)) * (t.param(x) * 0.5); }, {&x}, xs);
   (void)ps;
 }
@@ -170,7 +170,7 @@ TEST_CASE("norm: options and errors name the layer and shapes") {
   auto x = t.leaf(Tensor<float>::zeros({2, 3, 7}));
   CHECK_THROWS_WITH_AS(rms(t, x), doctest::Contains("RMS norm 'blocks.1.norm1': input of shape [2, 3, 7]"), Error);
   CHECK_THROWS_WITH_AS(dyt(t, x), doctest::Contains("DyT 'blocks.2.norm2'"), Error);
-  CHECK_THROWS_WITH_AS(norm::rms_norm(x, t.leaf(Tensor<float>::ones({8}))),
+  CHECK_THROWS_WITH_AS(autodiff::rms_norm(x, t.leaf(Tensor<float>::ones({8}))),
                        doctest::Contains("rms_norm: gain must have shape [7], got [8]"), Error);
   // All-zero rows stay finite (eps) and pass finite gradients.
   auto z = t.leaf(Tensor<float>::zeros({2, 8}));

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "sinklab/policy/norm.hpp"
+#include "sinklab/nn/norm.hpp"
 
 using namespace sinklab;
 using namespace sinklab::autodiff;

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "sinklab/nn/heads.hpp"
-#include "sinklab/policy/pos.hpp"
-#include "sinklab/policy/tokens.hpp"
+#include "sinklab/autodiff/ops/heads.hpp"
+#include "sinklab/nn/pos.hpp"
+#include "sinklab/nn/tokens.hpp"
 
 using namespace sinklab;
 using namespace sinklab::autodiff;
@@ -32,11 +32,11 @@ TEST_CASE("pos::RoPE: gradcheck, rotate-half values, identity at position 0") {
   check_grad([&](Tape<double>& t) { return rope(t, t.param(x[0]), 7); }, pointers(x));
 
   // Against the formula, θ = 500 and offset 3.
-  pos::RopeTable<double> table;
+  autodiff::RopeTable<double> table;
   table.ensure(16, 20, 500.0);
   Tape<double> tape;
   const Tensor<double>& xv = x[0].value;
-  auto y = pos::rope(tape.constant(xv), table, 3).value();
+  auto y = autodiff::rope(tape.constant(xv), table, 3).value();
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t h = 0; h < 3; ++h)
       for (int64_t t = 0; t < 5; ++t)
@@ -113,34 +113,34 @@ TEST_CASE("pos::RoPE: table cache grows and is shared; float vs double; errors")
                        doctest::Contains("RoPE 'blocks.0.attn.rope': input of shape [2, 9, 12], expected [..., T, 16]"),
                        Error);
   CHECK_THROWS_WITH_AS(pos::RoPE::Module<float>("r", 7), doctest::Contains("RoPE 'r': head size must be positive and even, got 7"), Error);
-  pos::RopeTable<float> small;
+  autodiff::RopeTable<float> small;
   small.ensure(4, 16, 10000.0);
-  CHECK_THROWS_WITH_AS(pos::rope(xf, small, 0), doctest::Contains("rope: positions [0, 9) exceed the table's 4"), Error);
+  CHECK_THROWS_WITH_AS(autodiff::rope(xf, small, 0), doctest::Contains("rope: positions [0, 9) exceed the table's 4"), Error);
 }
 
 TEST_CASE("pos::rope_heads: equals RoPE of split heads, values and gradients; gradcheck; errors") {
   // x [2, 5, 40]: columns 4..27 hold 3 heads of 8; the rest must get no gradient from it.
-  pos::RopeTable<double> table;
+  autodiff::RopeTable<double> table;
   table.ensure(12, 8, 10000.0);
   auto x = make_inputs({randn({2, 5, 40}, 11)});
   const Tensor<double> w = randn({2, 3, 5, 8}, 12);
   Tape<double> fused, split;
   auto xf = fused.param(x[0]);
-  auto yf = pos::rope_heads(xf, 4, 3, 8, table, 2);
+  auto yf = autodiff::rope_heads(xf, 4, 3, 8, table, 2);
   fused.backward(sum(mul(yf, fused.constant(w))));
   const Tensor<double> gf = x[0].grad.clone();
   x[0].zero_grad();
   auto xs = split.param(x[0]);
-  auto ys = pos::rope(nn::split_heads(xs, 4, 3, 8), table, 2);
+  auto ys = autodiff::rope(autodiff::split_heads(xs, 4, 3, 8), table, 2);
   split.backward(sum(mul(ys, split.constant(w))));
   REQUIRE(yf.shape() == ys.shape());
   for (int64_t i = 0; i < ys.value().numel(); ++i) CHECK(yf.value().data()[i] == doctest::Approx(ys.value().data()[i]));
   for (int64_t i = 0; i < gf.numel(); ++i) CHECK(gf.data()[i] == doctest::Approx(x[0].grad.data()[i]));
   CHECK(gf(0, 0, 0) == 0.0);   // column 0 is outside the heads
   CHECK(gf(1, 4, 39) == 0.0);  // so is column 39
-  check_grad([&](Tape<double>& t) { return pos::rope_heads(t.param(x[0]), 4, 3, 8, table, 2); }, pointers(x));
-  CHECK_THROWS_WITH_AS(pos::rope_heads(xf, 20, 3, 8, table), doctest::Contains("rope_heads: input [2, 5, 40] has no columns [20, 44)"), Error);
-  CHECK_THROWS_WITH_AS(pos::rope_heads(xf, 0, 2, 8, table, 10), doctest::Contains("rope: positions [10, 15) exceed the table's 12"), Error);
+  check_grad([&](Tape<double>& t) { return autodiff::rope_heads(t.param(x[0]), 4, 3, 8, table, 2); }, pointers(x));
+  CHECK_THROWS_WITH_AS(autodiff::rope_heads(xf, 20, 3, 8, table), doctest::Contains("rope_heads: input [2, 5, 40] has no columns [20, 44)"), Error);
+  CHECK_THROWS_WITH_AS(autodiff::rope_heads(xf, 0, 2, 8, table, 10), doctest::Contains("rope: positions [10, 15) exceed the table's 12"), Error);
 }
 
 TEST_CASE("pos::Learned: adds table rows at an offset; gradcheck; errors") {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sinklab/io/report_log.hpp"
+#include "sinklab/probe/report_log.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/probe/model_report.hpp"
@@ -285,10 +285,10 @@ TEST_CASE("model report of a briefly trained GQA model: every field filled and f
   std::filesystem::create_directories(dir);
   {
     io::JsonlLog jl(dir / "report.jsonl");
-    io::write_report(jl, r, {{"step", 20}, {"variant", "vanilla"}});
+    probe::write_report(jl, r, {{"step", 20}, {"variant", "vanilla"}});
     io::CsvLog csv(dir / "report.csv");
-    io::write_report(csv, r, {{"step", 20}});
-    io::write_report(csv, r, {{"step", 21}});  // a second report fits the same columns
+    probe::write_report(csv, r, {{"step", 20}});
+    probe::write_report(csv, r, {{"step", 21}});  // a second report fits the same columns
   }
   std::ifstream jin(dir / "report.jsonl");
   std::vector<nlohmann::json> lines;

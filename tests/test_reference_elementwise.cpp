@@ -1,7 +1,7 @@
 // Forward VALUES pinned against independent references (gradchecks alone pass for any wrong
 // formula whose backward is consistent with it):
 //   - the three GELU implementations (policy::math, kernels::cpu::fn::Gelu behind autodiff::gelu,
-//     ffn::act::Gelu behind act_mul) against 50-digit mpmath values of the exact (erf) GELU and
+//     act::GELU behind act_mul) against 50-digit mpmath values of the exact (erf) GELU and
 //     its derivative (tests/reference/gelu_reference.py), at negative, tiny and large inputs;
 //   - cross-entropy with ignore_index, and the model loss with z-loss, against log-sum-exp
 //     written out in double;
@@ -22,9 +22,9 @@
 #include "model_testing.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/nn/transformer.hpp"
-#include "sinklab/policy/glu_gate.hpp"
+#include "sinklab/autodiff/ops/glu.hpp"
 #include "sinklab/policy/math.hpp"
-#include "sinklab/policy/norm.hpp"
+#include "sinklab/nn/norm.hpp"
 #include "sinklab/policy/score.hpp"
 
 using namespace sinklab;
@@ -112,20 +112,20 @@ void check_all_gelus() {
         return kernels::cpu::fn::Gelu::grad(x, V(0), V(1));
       },
       df);
-  // 3. ffn::act::Gelu (act_mul / act_mul_halves / glu_mlp: GEGLU).
+  // 3. act::GELU (act_mul / act_mul_halves / glu_mlp: GEGLU).
   check_gelu_impl<T>(
-      "ffn::act::Gelu f",
+      "act::GELU f",
       [](auto x) {
         decltype(x) y, dy;
-        ffn::act::Gelu::eval(x, y, dy);
+        act::GELU::eval(x, y, dy);
         return y;
       },
       f);
   check_gelu_impl<T>(
-      "ffn::act::Gelu df",
+      "act::GELU df",
       [](auto x) {
         decltype(x) y, dy;
-        ffn::act::Gelu::eval(x, y, dy);
+        act::GELU::eval(x, y, dy);
         return dy;
       },
       df);
@@ -170,7 +170,7 @@ TEST_CASE("GELU through the tape: autodiff::gelu and act_mul<Gelu> give the refe
       Tape<T> t;
       Var<T> a = t.leaf(Tensor<T>::from({3, N}, xs));
       Var<T> b = t.leaf(Tensor<T>::full({3, N}, T(2)));
-      Var<T> y = ffn::act_mul<ffn::act::Gelu>(a, b);
+      Var<T> y = autodiff::act_mul<act::GELU>(a, b);
       t.backward(sum(y));
       for (int64_t i = 0; i < n; ++i) {
         const GeluRef& r = kGelu[i % N];

@@ -464,7 +464,7 @@ void check_gate_source(Src src, uint64_t seed) {
     CHECK(max_abs_diff(got, ref_layer(m, x, other, anchor, on_values, G)) > 1e-3);
   }
   // With the probe's materialised path too, and the recorded gate values are σ(logits).
-  probe::AttentionRecorder<double> rec;
+  autodiff::AttentionRecorder<double> rec;
   ex.probe = &rec;
   Tape<double> t2;
   if (src == Src::Anchor) ex.gate_logits = t2.constant(anchor);

@@ -40,6 +40,37 @@ inline V vmin(const V& a, const V& b) {
   else return std::min(a, b);
 }
 
+// One vector (V a batch) or one element (V a scalar) at p, for code written once over V.
+template <class V, class T>
+inline V load(const T* p) {
+  if constexpr (is_batch<V>::value) return V::load_unaligned(p);
+  else return *p;
+}
+template <class V, class T>
+inline void store(T* p, const V& v) {
+  if constexpr (is_batch<V>::value) v.store_unaligned(p);
+  else *p = v;
+}
+// Calls f(V{}, i) over [0, n): V is a batch on the vector body, T on the scalar tail.
+template <class T, class F>
+inline void loop(int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(batch<T>{}, i);
+  for (; i < n; ++i) f(T{}, i);
+}
+// Σ_i f(V{}, i), with vector accumulators.
+template <class T, class F>
+inline T sum_of(int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc += f(batch<T>{}, i);
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) s += f(T{}, i);
+  return s;
+}
+
 // y[i] = f(x[i]) over [0, n).
 template <class T, class F>
 inline void apply(const T* x, T* y, int64_t n, F&& f) {
@@ -71,6 +102,25 @@ inline void apply(const T* a, const T* b, const T* c, T* y, int64_t n, F&& f) {
     f(batch<T>::load_unaligned(a + i), batch<T>::load_unaligned(b + i), batch<T>::load_unaligned(c + i))
         .store_unaligned(y + i);
   for (; i < n; ++i) y[i] = f(a[i], b[i], c[i]);
+}
+
+// x[i] = f(x[i]) in place; returns Σ_i f(x[i]).
+template <class T, class F>
+inline T apply_sum(T* x, int64_t n, F&& f) {
+  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
+  batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const batch<T> y = f(batch<T>::load_unaligned(x + i));
+    y.store_unaligned(x + i);
+    acc += y;
+  }
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) {
+    x[i] = f(x[i]);
+    s += x[i];
+  }
+  return s;
 }
 
 // Sum, max and dot of a contiguous range (vector accumulators, then a horizontal reduction).

@@ -1,9 +1,10 @@
 // Model checkpoints on top of io/safetensors.hpp: one tensor per parameter, named by its
-// dotted path (module.parameters order), plus free-form string metadata.
+// dotted path (module.parameters order), plus free-form string metadata. Written against the
+// interfaces modules and optimisers share (parameters(visit), for_each_state), not their types.
 //
 //   io::save_parameters(model, "model.safetensors", {{"arch", "exoformer"}});
 //   io::load_parameters(other, "model.safetensors");        // strict
-//   io::save_optimizer_state(opt, "opt.safetensors");        // AdamW m, v, step per parameter
+//   io::save_optimizer_state(opt, "opt.safetensors");        // any optimiser's state per parameter
 //   io::load_optimizer_state(opt, "opt.safetensors");
 //
 // Loading is strict and all-or-nothing: every parameter must be present with its shape (dtype
@@ -16,9 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/io/safetensors.hpp"
-#include "sinklab/optim/adamw.hpp"
 
 namespace sinklab::io {
 
@@ -95,31 +94,35 @@ Metadata load_parameters(M& module, const std::filesystem::path& path, const Che
   return f.metadata();
 }
 
-// AdamW state as tensors "<parameter>.exp_avg", "<parameter>.exp_avg_sq" (the parameter's
-// type) and "<parameter>.step" (I64 [1]); the optimiser's step count goes into the metadata.
-template <class T>
-void save_optimizer_state(optim::AdamW<T>& opt, const std::filesystem::path& path, const Metadata& metadata = {}) {
+// An optimiser's state, for any optimiser with the generic interface (optim::AdamW, SGD, Muon,
+// MuonAdamW): name(), step_count(), set_step_count(n) and for_each_state(f(parameter name,
+// state)), each state listing its tensors through tensors(f(suffix, tensor)) and holding an
+// int64 `step`. Tensors are "<parameter>.<suffix>" (AdamW: exp_avg, exp_avg_sq; SGD and Muon:
+// momentum_buffer) in the parameter's type, plus "<parameter>.step" (I64 [1]); the optimiser's
+// name and step count go into the metadata.
+template <class Opt>
+void save_optimizer_state(Opt& opt, const std::filesystem::path& path, const Metadata& metadata = {}) {
   SafetensorsWriter w;
-  opt.for_each_state([&](const std::string& name, optim::AdamWState<T>& st) {
-    w.add(name + ".exp_avg", st.m);
-    w.add(name + ".exp_avg_sq", st.v);
+  opt.for_each_state([&](const std::string& name, auto& st) {
+    st.tensors([&](const char* suffix, auto& t) { w.add(name + "." + suffix, t); });
     w.add(name + ".step", Tensor<int64_t>::full({1}, st.step));
   });
   w.metadata(metadata);
-  w.metadata("sinklab.optimizer", "AdamW");
+  w.metadata("sinklab.optimizer", opt.name());
   w.metadata("sinklab.step_count", std::to_string(opt.step_count()));
   w.write(path);
 }
 
-// Restores every parameter's AdamW state (strict, all-or-nothing) and the step count;
-// returns the remaining metadata.
-template <class T>
-Metadata load_optimizer_state(optim::AdamW<T>& opt, const std::filesystem::path& path) {
+// Restores every parameter's state (strict, all-or-nothing) and the step count; returns the
+// remaining metadata.
+template <class Opt>
+Metadata load_optimizer_state(Opt& opt, const std::filesystem::path& path) {
   const SafetensorsFile f = SafetensorsFile::read(path);
   Metadata meta = f.metadata();
+  const std::string want_kind = opt.name();
   auto kind = meta.find("sinklab.optimizer");
-  SINKLAB_CHECK(kind != meta.end() && kind->second == "AdamW", "load_optimizer_state: '", path.string(),
-                "' is not an AdamW state file (metadata sinklab.optimizer = '",
+  SINKLAB_CHECK(kind != meta.end() && kind->second == want_kind, "load_optimizer_state: '", path.string(),
+                "' is not an ", want_kind, " state file (metadata sinklab.optimizer = '",
                 kind == meta.end() ? std::string("<missing>") : kind->second, "')");
   auto count = meta.find("sinklab.step_count");
   int64_t step_count = -1;
@@ -135,23 +138,21 @@ Metadata load_optimizer_state(optim::AdamW<T>& opt, const std::filesystem::path&
   SINKLAB_CHECK(step_count >= 0, "load_optimizer_state: '", path.string(),
                 "' has no valid sinklab.step_count in its metadata");
   std::vector<std::pair<std::string, Shape>> want;
-  opt.for_each_state([&](const std::string& name, optim::AdamWState<T>& st) {
-    want.emplace_back(name + ".exp_avg", st.m.shape());
-    want.emplace_back(name + ".exp_avg_sq", st.v.shape());
+  opt.for_each_state([&](const std::string& name, auto& st) {
+    st.tensors([&](const char* suffix, auto& t) { want.emplace_back(name + "." + suffix, t.shape()); });
     want.emplace_back(name + ".step", Shape{1});
   });
   detail::Problems pr{"load_optimizer_state", path.string(), {}};
   detail::check_tensors(f, want, false, pr);
-  opt.for_each_state([&](const std::string& name, optim::AdamWState<T>&) {
+  opt.for_each_state([&](const std::string& name, auto&) {
     if (!f.contains(name + ".step")) return;
     const Tensor<int64_t> s = f.get<int64_t>(name + ".step");
     if (s.numel() == 1 && s.data()[0] < 0)
       pr.add("tensor '" + name + ".step' holds " + std::to_string(s.data()[0]) + ", expected a step >= 0");
   });
   pr.raise_if_any();
-  opt.for_each_state([&](const std::string& name, optim::AdamWState<T>& st) {
-    f.read_into(name + ".exp_avg", st.m);
-    f.read_into(name + ".exp_avg_sq", st.v);
+  opt.for_each_state([&](const std::string& name, auto& st) {
+    st.tensors([&](const char* suffix, auto& t) { f.read_into(name + "." + suffix, t); });
     st.step = f.get<int64_t>(name + ".step").data()[0];
   });
   opt.set_step_count(step_count);

@@ -54,7 +54,7 @@ class ProjectionInputScope {
 };
 
 // Whether a hook is installed on this thread: a fused layer that would hide a projection's input
-// from it (ffn::glu_mlp's hidden activations) takes its composed form instead.
+// from it (autodiff::glu_mlp's hidden activations) takes its composed form instead.
 template <class T>
 bool projection_input_hooked() {
   return detail::projection_input_hook<T>() != nullptr;

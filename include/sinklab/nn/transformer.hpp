@@ -18,12 +18,12 @@
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/nn/attention.hpp"
 #include "sinklab/nn/linear.hpp"
-#include "sinklab/policy/ffn.hpp"
-#include "sinklab/policy/mix.hpp"
-#include "sinklab/policy/norm.hpp"
-#include "sinklab/policy/pos.hpp"
-#include "sinklab/policy/residual.hpp"
-#include "sinklab/policy/tokens.hpp"
+#include "sinklab/nn/ffn.hpp"
+#include "sinklab/nn/mix.hpp"
+#include "sinklab/nn/norm.hpp"
+#include "sinklab/nn/pos.hpp"
+#include "sinklab/autodiff/ops/clip.hpp"
+#include "sinklab/nn/tokens.hpp"
 
 namespace sinklab::nn {
 
@@ -61,7 +61,7 @@ struct ModelConfig {
 // filled after backward() when ModelProbe::gradients is set.
 template <class T>
 struct LayerRecord {
-  probe::AttentionRecorder<T> attn;
+  autodiff::AttentionRecorder<T> attn;
   Tensor<T> input;       // h, the residual stream entering the layer
   Tensor<T> attn_in;     // h̃ = norm(h), the attention's input
   Tensor<T> attn_out;    // the attention branch's output (its update to the stream)
@@ -136,7 +136,7 @@ struct Layer {
     }
 
    private:
-    Var<T> clip(Var<T> x) const { return residual_clip > 0 ? residual::clip(x, residual_clip) : x; }
+    Var<T> clip(Var<T> x) const { return residual_clip > 0 ? autodiff::clip(x, residual_clip) : x; }
   };
 };
 

@@ -145,7 +145,7 @@ struct ViT {
                     cfg.image_h, ", ", cfg.image_w, "]");
       const int64_t B = images.size(0), D = cfg.d_model;
       Var<T> x = patch_embed(tape, tape.constant(patchify(images, cfg.patch)));
-      Var<T> h = autodiff::concat<T>({tokens::repeat_batch(tape.param(cls), B), x}, 1) + tape.param(positions);
+      Var<T> h = autodiff::concat<T>({autodiff::repeat_batch(tape.param(cls), B), x}, 1) + tape.param(positions);
       h = registers.insert(tape, h);
       mixer.begin(tape, h);
       if (probe) {

@@ -36,6 +36,13 @@ struct AdamWState {
   Tensor<T> m;  // first moment (exp_avg)
   Tensor<T> v;  // second moment (exp_avg_sq)
   int64_t step = 0;  // updates applied to this parameter; drives the bias correction
+
+  // The state's tensors by name (checkpoints go through this; PyTorch's names).
+  template <class F>
+  void tensors(F&& f) {
+    f("exp_avg", m);
+    f("exp_avg_sq", v);
+  }
 };
 
 namespace detail {

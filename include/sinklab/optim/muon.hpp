@@ -82,6 +82,11 @@ template <class T>
 struct MuonState {
   Tensor<T> momentum;  // the momentum buffer, shape of the parameter
   int64_t step = 0;
+
+  template <class F>
+  void tensors(F&& f) {
+    f("momentum_buffer", momentum);
+  }
 };
 
 namespace detail {
@@ -210,6 +215,20 @@ class MuonAdamW {
     muon_.set_lr_scale(s);
     adamw_.set_lr_scale(s);
   }
+  // The generic optimiser interface that checkpoints use: both optimisers' states (their
+  // parameters are disjoint) and one step count (they always step together).
+  const char* name() const { return "MuonAdamW"; }
+  int64_t step_count() const { return muon_.step_count(); }
+  void set_step_count(int64_t n) {
+    muon_.set_step_count(n);
+    adamw_.set_step_count(n);
+  }
+  template <class F>
+  void for_each_state(F&& f) {
+    muon_.for_each_state(f);
+    adamw_.for_each_state(f);
+  }
+
   Muon<T>& muon() { return muon_; }
   AdamW<T>& adamw() { return adamw_; }
   const std::vector<autodiff::Parameter<T>*>& muon_params() const { return muon_.groups().front().params; }

@@ -72,6 +72,7 @@ class OptimizerBase {
   double lr_scale() const { return lr_scale_; }
 
   // Calls to step() so far (restored from checkpoints with set_step_count).
+  const char* name() const { return name_; }
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t n) {
     SINKLAB_CHECK(n >= 0, name_, "::set_step_count: ", n, ", expected >= 0");

@@ -34,6 +34,11 @@ template <class T>
 struct SGDState {
   Tensor<T> momentum;  // the buffer b; meaningful once step > 0
   int64_t step = 0;
+
+  template <class F>
+  void tensors(F&& f) {
+    f("momentum_buffer", momentum);
+  }
 };
 
 namespace detail {

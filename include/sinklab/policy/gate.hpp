@@ -4,7 +4,7 @@
 //   placement   on_output  — per query, on each head's output:   o_i ← g_i ⊙ o_i
 //               on_values  — per key, on each value before aggregation: o_i = Σ_j a_ij (g_j ⊙ v_j)
 //   granularity per_head (one gate per head and token) | per_channel (one per head channel)
-// The layer computes the logits (phase 2 of the attention issue) and owns the gate weights
+// The layer computes the logits and owns the gate weights
 // W_g and bias; this header fixes their initialisation options. Gate logits are laid out
 // [B, heads, tokens, G] with G = 1 (per_head) or d_head (per_channel); heads are query heads on
 // the output and key/value heads on the values. The tensor-level application and its backward
@@ -136,6 +136,13 @@ struct FromAnchor : detail::SigmoidGate<Source::FromAnchor, Gran, Place> {
   static constexpr const char* name = "from_anchor";
   Init init = Init::g1();
 };
+
+// Whether gate G is applied at placement P (false for gate::None).
+template <class G, Placement P>
+constexpr bool applied_at() {
+  if constexpr (G::enabled) return G::placement == P;
+  else return false;
+}
 
 template <class G>
 inline constexpr bool is_policy_v = requires {

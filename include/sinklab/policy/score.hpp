@@ -22,6 +22,7 @@
 #include "sinklab/core/config.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/policy/activation.hpp"
 #include "sinklab/policy/math.hpp"
 #include "sinklab/policy/params.hpp"
 
@@ -127,70 +128,9 @@ struct ClippedSoftmax {
 
 // ---------------------------------------------------------------- point-wise family
 
-// Activations h of the scaled point-wise family (Wortsman et al.; NOP-vs-broadcast App. C.3).
-namespace fn {
-struct ReLU {
-  static constexpr const char* name = "relu";
-  template <class V>
-  SINKLAB_HD static V f(V x) {
-    return policy::math::relu(x);
-  }
-  template <class V>
-  SINKLAB_HD static V df(V x) {
-    return policy::math::step(x);
-  }
-};
-struct ReLU2 {
-  static constexpr const char* name = "relu2";
-  template <class V>
-  SINKLAB_HD static V f(V x) {
-    const V r = policy::math::relu(x);
-    return r * r;
-  }
-  template <class V>
-  SINKLAB_HD static V df(V x) {
-    return V(2) * policy::math::relu(x);
-  }
-};
-struct GELU {
-  static constexpr const char* name = "gelu";
-  template <class V>
-  SINKLAB_HD static V f(V x) {
-    return policy::math::gelu(x);
-  }
-  template <class V>
-  SINKLAB_HD static V df(V x) {
-    return policy::math::gelu_grad(x);
-  }
-};
-struct Softplus {
-  static constexpr const char* name = "softplus";
-  template <class V>
-  SINKLAB_HD static V f(V x) {
-    return policy::math::softplus(x);
-  }
-  template <class V>
-  SINKLAB_HD static V df(V x) {
-    return policy::math::sigmoid(x);
-  }
-};
-struct Identity {
-  static constexpr const char* name = "identity";
-  template <class V>
-  SINKLAB_HD static V f(V x) {
-    return x;
-  }
-  template <class V>
-  SINKLAB_HD static V df(V /*x*/) {
-    return V(1);
-  }
-};
-
-template <class H>
-inline constexpr bool is_activation_v =
-    std::is_same_v<H, ReLU> || std::is_same_v<H, ReLU2> || std::is_same_v<H, GELU> || std::is_same_v<H, Softplus> ||
-    std::is_same_v<H, Identity>;
-}  // namespace fn
+// Activations h of the scaled point-wise family (Wortsman et al.; NOP-vs-broadcast App. C.3):
+// the library's one activation vocabulary (policy/activation.hpp), e.g. fn::ReLU, fn::GELU.
+namespace fn = ::sinklab::act;
 
 // Shared members of the point-wise scores (no parameters, no sink, no clipping).
 struct PointwiseBase {
@@ -207,10 +147,8 @@ struct PointwiseBase {
 };
 
 // a_ij = n^{-α} · h(s_ij), n = visible keys. α = 1 keeps entries O(1/n) like softmax.
-template <class H>
+template <act::Activation H>
 struct Pointwise : PointwiseBase {
-  static_assert(fn::is_activation_v<H>,
-                "score::Pointwise<H>: H must be one of score::fn::ReLU, ReLU2, GELU, Softplus, Identity");
   static constexpr const char* name = H::name;
   double alpha = 1.0;
 

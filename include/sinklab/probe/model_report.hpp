@@ -3,7 +3,7 @@
 //   nn::ModelProbe<float> pr;  pr.gradients = true;
 //   auto loss = model.loss(tape, ids, targets, &pr);  tape.backward(loss);
 //   probe::ModelReport r = probe::model_report(model, pr);
-//   io::write_report(jsonl, r, {{"step", step}});          // io/report_log.hpp
+//   probe::write_report(jsonl, r, {{"step", step}});          // probe/report_log.hpp
 //
 // Per layer and head (attention probed): sink score and its key, Attn_<s>, ε-sink rate (with α
 // per head), column mass M̄_s / S̄_s, Δlogit_<s>, ‖v_s‖ and its ratio to the other tokens, the same

@@ -1,9 +1,11 @@
-// Differentiable shape operations (reshape, transpose, slice, concat) and the embedding
-// gather. Outputs are contiguous, so every downstream kernel sees dense rows.
+// Differentiable shape operations (reshape, transpose, slice, concat, repeat over a batch) and
+// the embedding gather. Outputs are contiguous, so every downstream kernel sees dense rows.
 #pragma once
+#include <algorithm>
 #include <vector>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/kernels/cpu/elementwise.hpp"
 
 namespace sinklab::autodiff {
 
@@ -98,6 +100,21 @@ Var<T> embedding(Var<T> table, const Tensor<int32_t>& ids) {
     T* gt = t.grad_buffer(table).data();
     const int32_t* ip = id.data();
     for (int64_t i = 0; i < id.numel(); ++i) kernels::cpu::add_inplace(gt + ip[i] * D, g.data() + i * D, D);
+  });
+}
+
+// tokens [n, d] repeated over a batch → [B, n, d]; backward sums over the batch.
+template <class T>
+Var<T> repeat_batch(Var<T> tok, int64_t batch) {
+  SINKLAB_CHECK(tok.defined() && tok.rank() == 2 && batch > 0, "repeat_batch: expected tokens [n, d] and batch > 0, got ",
+                tok.defined() ? tok.shape() : Shape{}, " and batch ", batch);
+  const Tensor<T> tv = tok.value();
+  const int64_t n = tv.shape()[0], d = tv.shape()[1], per = n * d;
+  Tensor<T> y = Tensor<T>::empty({batch, n, d});
+  for (int64_t b = 0; b < batch; ++b) std::copy_n(tv.data(), per, y.data() + b * per);
+  return tok.tape->record(y, {tok}, [tok, batch, per](Tape<T>& t, const Tensor<T>& g) {
+    T* gt = t.grad_buffer(tok).data();
+    for (int64_t b = 0; b < batch; ++b) kernels::cpu::add_inplace(gt, g.data() + b * per, per);
   });
 }
 

@@ -8,11 +8,12 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/policy/activation.hpp"
 
 namespace sinklab::kernels::cpu {
 
 // Element functions. Each has value(x) and, for the autodiff, grad(x, y, gy) = gy · f'(x)
-// written with whichever of x and y = f(x) is cheaper.
+// written with whichever of x and y = f(x) is cheaper. Activations come from policy/activation.hpp.
 namespace fn {
 struct Exp {
   template <class V> static V value(V x) { using std::exp; using xsimd::exp; return exp(x); }
@@ -22,38 +23,21 @@ struct Log {
   template <class V> static V value(V x) { using std::log; using xsimd::log; return log(x); }
   template <class V> static V grad(V x, V, V gy) { return gy / x; }
 };
-struct Tanh {
-  template <class V> static V value(V x) { using std::tanh; using xsimd::tanh; return tanh(x); }
-  template <class V> static V grad(V, V y, V gy) { return gy * (V(1) - y * y); }
-};
-struct Sigmoid {
-  template <class V> static V value(V x) { using std::exp; using xsimd::exp; return V(1) / (V(1) + exp(-x)); }
-  template <class V> static V grad(V, V y, V gy) { return gy * y * (V(1) - y); }
-};
-struct Silu {
-  template <class V> static V value(V x) { return x * Sigmoid::value(x); }
-  template <class V> static V grad(V x, V, V gy) {
-    V s = Sigmoid::value(x);
-    return gy * (s + x * s * (V(1) - s));
+// An activation of policy/activation.hpp as an element function (the derivative from y where
+// the activation offers that form).
+template <act::Activation A>
+struct Activation {
+  template <class V> static V value(V x) { return A::f(x); }
+  template <class V> static V grad(V x, V y, V gy) {
+    if constexpr (requires { A::df_from_output(y); }) return gy * A::df_from_output(y);
+    else return gy * A::df(x);
   }
 };
-// Exact (erf) GELU, PyTorch's default.
-struct Gelu {
-  template <class V> static V value(V x) {
-    using std::erf; using xsimd::erf;
-    return V(0.5) * x * (V(1) + erf(x * V(0.70710678118654752440)));
-  }
-  template <class V> static V grad(V x, V, V gy) {
-    using std::erf; using xsimd::erf; using std::exp; using xsimd::exp;
-    V cdf = V(0.5) * (V(1) + erf(x * V(0.70710678118654752440)));
-    V pdf = V(0.39894228040143267794) * exp(V(-0.5) * x * x);
-    return gy * (cdf + x * pdf);
-  }
-};
-struct Relu {
-  template <class V> static V value(V x) { return simd::vmax(x, V(0)); }
-  template <class V> static V grad(V x, V, V gy) { return gy * simd::positive_mask(x); }
-};
+using Tanh = Activation<act::Tanh>;
+using Sigmoid = Activation<act::Sigmoid>;
+using Silu = Activation<act::SiLU>;
+using Gelu = Activation<act::GELU>;
+using Relu = Activation<act::ReLU>;
 struct Square {
   template <class V> static V value(V x) { return x * x; }
   template <class V> static V grad(V x, V, V gy) { return V(2) * x * gy; }

@@ -8,7 +8,7 @@
 //
 // The GLU forms use ONE up-projection `gate_up` of shape [d, 2h] (columns 0..h−1 are W_gate,
 // h..2h−1 are W_up; split them this way when exchanging checkpoints with separate gate/up
-// matrices) and one fused node for act(a) ⊙ b (glu_gate.hpp); without biases the whole block is
+// matrices) and one fused node for act(a) ⊙ b (autodiff/ops/glu.hpp); without biases the whole block is
 // one node (glu_mlp). A policy's module is `P::Module<T>(prefix, dim, rng, ffn::Options)`,
 // called as ffn(tape, x) (nn convention).
 //
@@ -23,7 +23,7 @@
 #include "sinklab/nn/init.hpp"
 #include "sinklab/nn/linear.hpp"
 #include "sinklab/nn/module.hpp"
-#include "sinklab/policy/glu_gate.hpp"
+#include "sinklab/autodiff/ops/glu.hpp"
 
 namespace sinklab::ffn {
 
@@ -52,7 +52,7 @@ void check_input(const char* kind, const std::string& name, Var<T> x, int64_t di
 }
 
 // The GLU family: gate_up [d, 2h] → act(a) ⊙ b → down [h, d].
-template <class Act, class T>
+template <act::Activation Act, class T>
 struct GatedModule {
   nn::Linear<T> gate_up;  // [dim, 2·hidden]
   nn::Linear<T> down;     // [hidden, dim]
@@ -71,8 +71,8 @@ struct GatedModule {
     check_input(kind, name, x, dim);
     // One fused node unless biases or a projection-input hook need the composed form.
     if (!gate_up.has_bias() && !down.has_bias() && !nn::projection_input_hooked<T>())
-      return glu_mlp<Act>(x, tape.param(gate_up.weight), tape.param(down.weight));
-    return down(tape, act_mul_halves<Act>(gate_up(tape, x)));
+      return autodiff::glu_mlp<Act>(x, tape.param(gate_up.weight), tape.param(down.weight));
+    return down(tape, autodiff::act_mul_halves<Act>(gate_up(tape, x)));
   }
   template <class V>
   void parameters(V&& visit) {
@@ -108,10 +108,10 @@ struct MlpModule {
 struct SwiGLU {
   static constexpr const char* name = "SwiGLU";
   template <class T>
-  struct Module : detail::GatedModule<act::Silu, T> {
+  struct Module : detail::GatedModule<act::SiLU, T> {
     Module() = default;
     Module(std::string prefix, int64_t d, Rng& rng, const Options& o = {})
-        : detail::GatedModule<act::Silu, T>("SwiGLU", std::move(prefix), d, rng, o) {}
+        : detail::GatedModule<act::SiLU, T>("SwiGLU", std::move(prefix), d, rng, o) {}
     Var<T> operator()(Tape<T>& tape, Var<T> x) { return this->forward("SwiGLU", tape, x); }
   };
 };

@@ -1,4 +1,4 @@
-// probe::ModelReport as metric-log rows (io/metrics_log.hpp).
+// ModelReport as metric-log rows (io/metrics_log.hpp).
 //
 //   summary_row(r)   one row for the model: Max inf norm, Avg kurtosis, top residual dimension
 //   layer_rows(r)    one row per layer; per-head values as name.h<k>, per-token profiles as
@@ -15,26 +15,26 @@
 #include "sinklab/io/metrics_log.hpp"
 #include "sinklab/probe/model_report.hpp"
 
-namespace sinklab::io {
+namespace sinklab::probe {
 
 namespace detail {
-inline void put_heads(LogRow& row, const std::string& name, const probe::PerHead& v) {
+inline void put_heads(io::LogRow& row, const std::string& name, const PerHead& v) {
   for (std::size_t h = 0; h < v.values.size(); ++h) row.emplace_back(name + ".h" + std::to_string(h), v.values[h]);
 }
-inline void put_tokens(LogRow& row, const std::string& name, const probe::TokenSummary& s) {
+inline void put_tokens(io::LogRow& row, const std::string& name, const TokenSummary& s) {
   if (s.per_token.empty()) return;
   row.emplace_back(name + ".tok0", s.token0());
   row.emplace_back(name + ".rest", s.rest());
 }
-inline void put_early(LogRow& row, const std::string& name, const probe::EarlyTokenNorms& e) {
+inline void put_early(io::LogRow& row, const std::string& name, const EarlyTokenNorms& e) {
   row.emplace_back(name + ".tok0", e.token0);
   row.emplace_back(name + ".rest_mean", e.rest_mean);
   row.emplace_back(name + ".rest_max", e.rest_max);
 }
 }  // namespace detail
 
-inline LogRow summary_row(const probe::ModelReport& r, const LogRow& context = {}) {
-  LogRow row = context;
+inline io::LogRow summary_row(const ModelReport& r, const io::LogRow& context = {}) {
+  io::LogRow row = context;
   row.emplace_back("max_inf_norm", r.max_inf_norm);
   row.emplace_back("avg_kurtosis", r.avg_kurtosis);
   if (!r.residual_top.empty()) {
@@ -49,10 +49,10 @@ inline LogRow summary_row(const probe::ModelReport& r, const LogRow& context = {
   return row;
 }
 
-inline std::vector<LogRow> layer_rows(const probe::ModelReport& r, const LogRow& context = {}) {
-  std::vector<LogRow> rows;
-  for (const probe::LayerReport& L : r.layers) {
-    LogRow row = context;
+inline std::vector<io::LogRow> layer_rows(const ModelReport& r, const io::LogRow& context = {}) {
+  std::vector<io::LogRow> rows;
+  for (const LayerReport& L : r.layers) {
+    io::LogRow row = context;
     row.emplace_back("layer", L.layer);
     if (r.attention) {
       detail::put_heads(row, "sink_score", L.sink_score);
@@ -93,17 +93,17 @@ inline std::vector<LogRow> layer_rows(const probe::ModelReport& r, const LogRow&
   return rows;
 }
 
-inline void write_report(JsonlLog& log, const probe::ModelReport& r, const LogRow& context = {}) {
-  LogRow head = context;
+inline void write_report(io::JsonlLog& log, const ModelReport& r, const io::LogRow& context = {}) {
+  io::LogRow head = context;
   head.emplace_back("row", "model");
   log.log(summary_row(r, head));
-  LogRow ctx = context;
+  io::LogRow ctx = context;
   ctx.emplace_back("row", "layer");
-  for (const LogRow& row : layer_rows(r, ctx)) log.log(row);
+  for (const io::LogRow& row : layer_rows(r, ctx)) log.log(row);
 }
 
-inline void write_report(CsvLog& log, const probe::ModelReport& r, const LogRow& context = {}) {
-  for (const LogRow& row : layer_rows(r, context)) log.log(row);
+inline void write_report(io::CsvLog& log, const ModelReport& r, const io::LogRow& context = {}) {
+  for (const io::LogRow& row : layer_rows(r, context)) log.log(row);
 }
 
-}  // namespace sinklab::io
+}  // namespace sinklab::probe

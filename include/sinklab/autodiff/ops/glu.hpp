@@ -1,5 +1,5 @@
 // The fused gate-activation node y = act(a) ⊙ b, shared by the GLU-family FFNs (SwiGLU: act =
-// silu, GLU: act = sigmoid) and by GatedNorm's gate (σ(logits) ⊙ y). One node, one pass over
+// act::SiLU, GLU: act::Sigmoid) and by GatedNorm's gate (σ(logits) ⊙ y). One node, one pass over
 // memory forward and one backward, instead of three recorded ops.
 //
 //   act_mul<Act>(a, b)       a, b of equal shape [..., h]
@@ -12,144 +12,56 @@
 //                            the gradient of ab), so neither ab nor the hidden gradient makes an
 //                            extra trip through memory. Same values and gradients as the composition.
 #pragma once
-#include <cmath>
 #include <cstdint>
-#include <string>
 
-#include "sinklab/autodiff/autodiff.hpp"
-#include "sinklab/core/parallel.hpp"
+#include "sinklab/autodiff/tape.hpp"
+#include "sinklab/kernels/cpu/act_mul.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
-#include "sinklab/policy/norm_kernels.hpp"
+#include "sinklab/policy/activation.hpp"
 
-namespace sinklab::ffn {
+namespace sinklab::autodiff {
 
-// Activations as value and derivative, templates over scalar-or-batch V.
-namespace act {
-struct Sigmoid {
-  static constexpr const char* name = "sigmoid";
-  template <class V>
-  static void eval(V x, V& f, V& df) {
-    using std::exp;
-    using xsimd::exp;
-    const V s = V(1) / (V(1) + exp(-x));
-    f = s;
-    df = s * (V(1) - s);
-  }
-};
-struct Silu {
-  static constexpr const char* name = "silu";
-  template <class V>
-  static void eval(V x, V& f, V& df) {
-    using std::exp;
-    using xsimd::exp;
-    const V s = V(1) / (V(1) + exp(-x));
-    f = x * s;
-    df = s * (V(1) + x * (V(1) - s));
-  }
-};
-// Exact (erf) GELU, as torch's default: GEGLU when used in act_mul.
-struct Gelu {
-  static constexpr const char* name = "gelu";
-  template <class V>
-  static void eval(V x, V& f, V& df) {
-    using std::erf;
-    using std::exp;
-    using xsimd::erf;
-    using xsimd::exp;
-    const V cdf = V(0.5) * (V(1) + erf(x * V(0.70710678118654752440)));
-    f = x * cdf;
-    df = cdf + x * V(0.39894228040143267794) * exp(V(-0.5) * x * x);
-  }
-};
-}  // namespace act
-
-namespace kernels {
-// y[r, :] = act(a[r, :]) ⊙ b[r, :] with row strides lda, ldb, ldy (elements).
-template <class Act, class T>
-void act_mul_forward(const T* a, int64_t lda, const T* b, int64_t ldb, T* y, int64_t ldy, int64_t rows, int64_t h) {
-  using namespace norm::kernels::detail;
-  parallel_for(0, rows, row_grain(h), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* ar = a + r * lda;
-      const T* br = b + r * ldb;
-      T* yr = y + r * ldy;
-      loop<T>(h, [&](auto v, int64_t i) {
-        using V = decltype(v);
-        V f, df;
-        Act::eval(vload<V>(ar + i), f, df);
-        vstore(yr + i, f * vload<V>(br + i));
-      });
-    }
-  });
-}
-// ga = gy ⊙ b ⊙ act'(a), gb = gy ⊙ act(a); written (not accumulated); either may be null. ga may
-// be gy itself (same stride: each element is read before it is written), gb may not overlap gy.
-template <class Act, class T>
-void act_mul_backward(const T* a, int64_t lda, const T* b, int64_t ldb, const T* gy, int64_t ldg, T* ga,
-                      int64_t ldga, T* gb, int64_t ldgb, int64_t rows, int64_t h) {
-  using namespace norm::kernels::detail;
-  parallel_for(0, rows, row_grain(h), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* ar = a + r * lda;
-      const T* br = b + r * ldb;
-      const T* gr = gy + r * ldg;
-      loop<T>(h, [&](auto v, int64_t i) {
-        using V = decltype(v);
-        V f, df;
-        Act::eval(vload<V>(ar + i), f, df);
-        const V g = vload<V>(gr + i);
-        if (ga) vstore(ga + r * ldga + i, g * vload<V>(br + i) * df);
-        if (gb) vstore(gb + r * ldgb + i, g * f);
-      });
-    }
-  });
-}
-}  // namespace kernels
-
-template <class Act, class T>
-autodiff::Var<T> act_mul(autodiff::Var<T> a, autodiff::Var<T> b) {
-  using autodiff::Tape;
+template <act::Activation Act, class T>
+Var<T> act_mul(Var<T> a, Var<T> b) {
   SINKLAB_CHECK(a.tape == b.tape && a.tape, "act_mul<", Act::name, ">: operands come from different tapes");
   SINKLAB_CHECK(a.shape() == b.shape() && a.rank() >= 1, "act_mul<", Act::name, ">: operands must have equal shapes, got ",
                 a.shape(), " and ", b.shape());
   const Tensor<T> av = a.value(), bv = b.value();
   const int64_t h = av.shape()[-1], rows = av.numel() / std::max<int64_t>(h, 1);
   Tensor<T> y = Tensor<T>::empty(av.shape());
-  kernels::act_mul_forward<Act>(av.data(), h, bv.data(), h, y.data(), h, rows, h);
+  kernels::cpu::act_mul_forward<Act>(av.data(), h, bv.data(), h, y.data(), h, rows, h);
   return a.tape->record(y, {a, b}, [a, b, av, bv, rows, h](Tape<T>& t, const Tensor<T>& g) {
     Tensor<T> ga, gb;
     if (a.requires_grad()) ga = Tensor<T>::empty(av.shape());
     if (b.requires_grad()) gb = Tensor<T>::empty(bv.shape());
-    kernels::act_mul_backward<Act>(av.data(), h, bv.data(), h, g.data(), h, ga.defined() ? ga.data() : nullptr, h,
+    kernels::cpu::act_mul_backward<Act>(av.data(), h, bv.data(), h, g.data(), h, ga.defined() ? ga.data() : nullptr, h,
                                    gb.defined() ? gb.data() : nullptr, h, rows, h);
     if (ga.defined()) t.accumulate(a, std::move(ga));
     if (gb.defined()) t.accumulate(b, std::move(gb));
   });
 }
 
-template <class Act, class T>
-autodiff::Var<T> act_mul_halves(autodiff::Var<T> ab) {
-  using autodiff::Tape;
+template <act::Activation Act, class T>
+Var<T> act_mul_halves(Var<T> ab) {
   SINKLAB_CHECK(ab.rank() >= 1 && ab.shape()[-1] % 2 == 0, "act_mul_halves<", Act::name,
                 ">: the last axis must hold [gate | linear] halves of equal width, got shape ", ab.shape());
   const Tensor<T> v = ab.value();
   const int64_t w = v.shape()[-1], h = w / 2, rows = v.numel() / std::max<int64_t>(w, 1);
   Tensor<T> y = Tensor<T>::empty(v.shape().with(-1, h));
-  kernels::act_mul_forward<Act>(v.data(), w, v.data() + h, w, y.data(), h, rows, h);
+  kernels::cpu::act_mul_forward<Act>(v.data(), w, v.data() + h, w, y.data(), h, rows, h);
   return ab.tape->record(y, {ab}, [ab, v, rows, h, w](Tape<T>& t, const Tensor<T>& g) {
     Tensor<T> gab = Tensor<T>::empty(v.shape());
-    kernels::act_mul_backward<Act>(v.data(), w, v.data() + h, w, g.data(), h, gab.data(), w, gab.data() + h, w, rows,
+    kernels::cpu::act_mul_backward<Act>(v.data(), w, v.data() + h, w, g.data(), h, gab.data(), w, gab.data() + h, w, rows,
                                    h);
     t.accumulate(ab, std::move(gab));
   });
 }
 
 // x [..., d] · w_up [d, 2h] → act(a) ⊙ b [..., h] · w_down [h, n] → [..., n]
-template <class Act, class T>
-autodiff::Var<T> glu_mlp(autodiff::Var<T> x, autodiff::Var<T> w_up, autodiff::Var<T> w_down) {
-  using autodiff::Tape;
-  using sinklab::kernels::cpu::gemm;
-  using sinklab::kernels::cpu::Trans;
+template <act::Activation Act, class T>
+Var<T> glu_mlp(Var<T> x, Var<T> w_up, Var<T> w_down) {
+  using kernels::cpu::gemm;
+  using kernels::cpu::Trans;
   SINKLAB_CHECK(x.tape == w_up.tape && x.tape == w_down.tape && x.tape, "glu_mlp<", Act::name,
                 ">: operands come from different tapes");
   const Tensor<T> xv = x.value(), wu = w_up.value(), wd = w_down.value();
@@ -163,7 +75,7 @@ autodiff::Var<T> glu_mlp(autodiff::Var<T> x, autodiff::Var<T> w_up, autodiff::Va
   T* const abp = ab.data();
   T* const hp = hid.data();
   gemm(Trans::N, Trans::N, rows, w, d, T(1), xv.data(), d, wu.data(), w, T(0), abp, w, [=](int64_t r0, int64_t r1) {
-    kernels::act_mul_forward<Act>(abp + r0 * w, w, abp + r0 * w + h, w, hp + r0 * h, h, r1 - r0, h);
+    kernels::cpu::act_mul_forward<Act>(abp + r0 * w, w, abp + r0 * w + h, w, hp + r0 * h, h, r1 - r0, h);
   });
   Tensor<T> y = Tensor<T>::empty(xv.shape().with(-1, n));
   gemm(Trans::N, Trans::N, rows, n, h, T(1), hp, h, wd.data(), n, T(0), y.data(), n);
@@ -181,7 +93,7 @@ autodiff::Var<T> glu_mlp(autodiff::Var<T> x, autodiff::Var<T> w_up, autodiff::Va
     const T* const av = ab.data();
     gemm(Trans::N, Trans::T, rows, h, n, T(1), g.data(), n, wd.data(), n, T(0), gp, w, [=](int64_t r0, int64_t r1) {
       const int64_t o = r0 * w;
-      kernels::act_mul_backward<Act>(av + o, w, av + o + h, w, gp + o, w, gp + o, w, gp + o + h, w, r1 - r0, h);
+      kernels::cpu::act_mul_backward<Act>(av + o, w, av + o + h, w, gp + o, w, gp + o, w, gp + o + h, w, r1 - r0, h);
     });
     if (x.requires_grad()) {  // dx += gab·W_upᵀ
       T* gx = t.grad_buffer(x, fresh).data();
@@ -194,4 +106,4 @@ autodiff::Var<T> glu_mlp(autodiff::Var<T> x, autodiff::Var<T> w_up, autodiff::Va
   });
 }
 
-}  // namespace sinklab::ffn
+}  // namespace sinklab::autodiff

@@ -36,21 +36,6 @@ struct Options {
   nn::Init init = nn::Init::normal(0.02);     // a table: nn::Init::pytorch() gives N(0, 1) (for_embedding)
 };
 
-// tokens [n, d] repeated over a batch → [B, n, d]; backward sums over the batch.
-template <class T>
-Var<T> repeat_batch(Var<T> tok, int64_t batch) {
-  SINKLAB_CHECK(tok.defined() && tok.rank() == 2 && batch > 0, "tokens::repeat_batch: expected tokens [n, d] and batch > 0, got ",
-                tok.defined() ? tok.shape() : Shape{}, " and batch ", batch);
-  const Tensor<T> tv = tok.value();
-  const int64_t n = tv.shape()[0], d = tv.shape()[1], per = n * d;
-  Tensor<T> y = Tensor<T>::empty({batch, n, d});
-  for (int64_t b = 0; b < batch; ++b) std::copy_n(tv.data(), per, y.data() + b * per);
-  return tok.tape->record(y, {tok}, [tok, batch, per](Tape<T>& t, const Tensor<T>& g) {
-    T* gt = t.grad_buffer(tok).data();
-    for (int64_t b = 0; b < batch; ++b) kernels::cpu::add_inplace(gt, g.data() + b * per, per);
-  });
-}
-
 namespace detail {
 template <class T>
 struct TokenModule {
@@ -75,7 +60,7 @@ struct TokenModule {
   Var<T> insert(Tape<T>& tape, Var<T> x) {
     SINKLAB_CHECK(x.defined() && x.rank() == 3 && x.shape()[2] == dim, kind, " '", name, "': input of shape ",
                   x.defined() ? x.shape() : Shape{}, ", expected [B, T, ", dim, "]");
-    Var<T> tok = repeat_batch(tape.param(weight), x.shape()[0]);
+    Var<T> tok = autodiff::repeat_batch(tape.param(weight), x.shape()[0]);
     return placement == Placement::Prepend ? autodiff::concat<T>({tok, x}, 1) : autodiff::concat<T>({x, tok}, 1);
   }
   // y [B, T + count, d] → [B, T, d] (the sequence positions only)

@@ -35,9 +35,10 @@
 
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/nn/attention.hpp"
-#include "sinklab/nn/heads.hpp"
+#include "sinklab/autodiff/ops/heads.hpp"
+#include "sinklab/autodiff/ops/mix.hpp"
 #include "sinklab/nn/linear.hpp"
-#include "sinklab/policy/norm.hpp"
+#include "sinklab/nn/norm.hpp"
 
 namespace sinklab::mix {
 
@@ -70,7 +71,8 @@ struct None {
   };
 };
 
-enum class Granularity { Scalar, Head, Element };
+using Granularity = autodiff::MixGranularity;
+using autodiff::mix_pair;
 struct scalar {
   static constexpr Granularity value = Granularity::Scalar;
 };
@@ -96,167 +98,6 @@ struct AnchorOptions {
   double eps = 1e-6;                            // of the anchor norms
   nn::Init init = nn::Init::normal(0.02);       // ExoFormer's anchor projection and fc1
 };
-
-// ŝ[b,h,t,c] = l1[h,c]·γ[b,t,col1]·a[b,h,t,c] + l2[h,c]·γ[b,t,col2]·s[b,h,t,c]  (one node).
-// a (the anchor) and s are [B, H, T, C]; the coefficients are [1] (Scalar), [H] (Head) or
-// [H, C] (Element); γ, when given, is [B, T, K]. Without s (gate logits only from the anchor)
-// the second term is absent and l2 is ignored.
-template <class T>
-Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, Granularity gran, Var<T> gamma = {},
-                int64_t col1 = 0, int64_t col2 = 1) {
-  SINKLAB_CHECK(anchor.defined() && anchor.rank() == 4, "mix::mix_pair: anchor must be [B, heads, T, C], got ",
-                anchor.defined() ? anchor.shape() : Shape{});
-  const Shape shape = anchor.shape();
-  const int64_t B = shape[0], H = shape[1], L = shape[2], C = shape[3];
-  const bool has_s = current.defined();
-  SINKLAB_CHECK(!has_s || current.shape() == shape, "mix::mix_pair: projection of shape ", current.shape(),
-                " does not match its anchor ", shape);
-  const Shape want = gran == Granularity::Scalar ? Shape{1} : gran == Granularity::Head ? Shape{H} : Shape{H, C};
-  SINKLAB_CHECK(l1.defined() && l1.shape() == want && (!has_s || (l2.defined() && l2.shape() == want)),
-                "mix::mix_pair: coefficients of shapes ", l1.defined() ? l1.shape() : Shape{}, " and ",
-                l2.defined() ? l2.shape() : Shape{}, ", expected ", want, " for projections ", shape);
-  const bool has_g = gamma.defined();
-  const int64_t K = has_g ? gamma.shape()[-1] : 0;
-  SINKLAB_CHECK(!has_g || (gamma.rank() == 3 && gamma.shape()[0] == B && gamma.shape()[1] == L && col1 >= 0 &&
-                           col1 < K && (!has_s || (col2 >= 0 && col2 < K))),
-                "mix::mix_pair: per-token scales of shape ", has_g ? gamma.shape() : Shape{}, " with columns ", col1,
-                ", ", col2, " do not fit projections ", shape);
-
-  const Tensor<T> a = anchor.value();
-  const Tensor<T> s = has_s ? current.value() : Tensor<T>{};
-  const Tensor<T> c1 = l1.value();
-  const Tensor<T> c2 = has_s ? l2.value() : Tensor<T>{};
-  const Tensor<T> gm = has_g ? gamma.value() : Tensor<T>{};
-  // Coefficient offset of head h and stride along channels: per-element rows, else one value.
-  const bool per_channel = gran == Granularity::Element;
-  const int64_t ncoef = c1.numel();
-  auto coef_row = [gran, C](int64_t h) -> int64_t {
-    return gran == Granularity::Scalar ? 0 : gran == Granularity::Head ? h : h * C;
-  };
-  const T* gp = has_g ? gm.data() : nullptr;
-  auto scale = [gp, K, L](int64_t b, int64_t t, int64_t col) -> T { return gp ? gp[(b * L + t) * K + col] : T(1); };
-
-  Tensor<T> y = Tensor<T>::empty(shape);
-  parallel_for(0, B * H, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / H, h = r % H;
-      const T* k1 = c1.data() + coef_row(h);
-      const T* k2 = has_s ? c2.data() + coef_row(h) : nullptr;
-      for (int64_t t = 0; t < L; ++t) {
-        const int64_t row = (r * L + t) * C;
-        const T* ar = a.data() + row;
-        const T* sr = has_s ? s.data() + row : nullptr;
-        T* yr = y.data() + row;
-        const T g1 = scale(b, t, col1), g2 = has_s ? scale(b, t, col2) : T(0);
-        if (per_channel) {
-          if (sr)
-            for (int64_t c = 0; c < C; ++c) yr[c] = g1 * k1[c] * ar[c] + g2 * k2[c] * sr[c];
-          else
-            for (int64_t c = 0; c < C; ++c) yr[c] = g1 * k1[c] * ar[c];
-        } else {
-          const T u1 = g1 * k1[0], u2 = sr ? g2 * k2[0] : T(0);
-          if (sr)
-            for (int64_t c = 0; c < C; ++c) yr[c] = u1 * ar[c] + u2 * sr[c];
-          else
-            for (int64_t c = 0; c < C; ++c) yr[c] = u1 * ar[c];
-        }
-      }
-    }
-  });
-
-  std::vector<Var<T>> inputs{anchor, l1};
-  if (has_s) {
-    inputs.push_back(current);
-    inputs.push_back(l2);
-  }
-  if (has_g) inputs.push_back(gamma);
-  return anchor.tape->record(y, inputs, [=](Tape<T>& tp, const Tensor<T>& dy) {
-    const Tensor<T> keep_gamma = gm;  // scale() reads γ through a raw pointer: hold its storage
-    const bool want_a = anchor.requires_grad(), want_s = has_s && current.requires_grad();
-    const bool want_l1 = l1.requires_grad(), want_l2 = has_s && l2.requires_grad();
-    const bool want_g = has_g && gamma.requires_grad();
-    // Everything is computed (the unused parts are rare: a frozen λ or a constant anchor) so that
-    // the channel loop has no branches. λ gradients reduce over (b, t): each batch row sums into
-    // its own slice of pl1 / pl2, added up below; γ rows are disjoint per b.
-    Tensor<T> da = Tensor<T>::empty(shape);
-    Tensor<T> ds = has_s ? Tensor<T>::empty(shape) : Tensor<T>{};
-    Tensor<T> pl1 = Tensor<T>::zeros({B, ncoef});
-    Tensor<T> pl2 = has_s ? Tensor<T>::zeros({B, ncoef}) : Tensor<T>{};
-    T* dg = want_g ? tp.grad_buffer(gamma).data() : nullptr;
-    auto rows = [&](auto per_channel_c, auto has_s_c, int64_t b) {
-      constexpr bool PC = decltype(per_channel_c)::value, HS = decltype(has_s_c)::value;
-      T* q1 = pl1.data() + b * ncoef;
-      T* q2 = HS ? pl2.data() + b * ncoef : nullptr;
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t off = coef_row(h);
-        const T* k1 = c1.data() + off;
-        const T* k2 = HS ? c2.data() + off : nullptr;
-        for (int64_t t = 0; t < L; ++t) {
-          const int64_t row = ((b * H + h) * L + t) * C;
-          const T* g = dy.data() + row;
-          const T* ar = a.data() + row;
-          T* dar = da.data() + row;
-          const T g1 = scale(b, t, col1);
-          T sg1 = 0, dl1 = 0;
-          for (int64_t c = 0; c < C; ++c) {
-            const T k = PC ? k1[c] : k1[0];
-            const T ga = g[c] * ar[c];
-            sg1 += ga * k;
-            if constexpr (PC)
-              q1[off + c] += ga * g1;
-            else
-              dl1 += ga;
-            dar[c] = g[c] * k * g1;
-          }
-          if constexpr (!PC) q1[off] += dl1 * g1;
-          if (dg) dg[(b * L + t) * K + col1] += sg1;
-          if constexpr (HS) {
-            const T* sr = s.data() + row;
-            T* dsr = ds.data() + row;
-            const T g2 = scale(b, t, col2);
-            T sg2 = 0, dl2 = 0;
-            for (int64_t c = 0; c < C; ++c) {
-              const T k = PC ? k2[c] : k2[0];
-              const T gs = g[c] * sr[c];
-              sg2 += gs * k;
-              if constexpr (PC)
-                q2[off + c] += gs * g2;
-              else
-                dl2 += gs;
-              dsr[c] = g[c] * k * g2;
-            }
-            if constexpr (!PC) q2[off] += dl2 * g2;
-            if (dg) dg[(b * L + t) * K + col2] += sg2;
-          }
-        }
-      }
-    };
-    parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        using yes = std::true_type;
-        using no = std::false_type;
-        if (per_channel && has_s)
-          rows(yes{}, yes{}, b);
-        else if (per_channel)
-          rows(yes{}, no{}, b);
-        else if (has_s)
-          rows(no{}, yes{}, b);
-        else
-          rows(no{}, no{}, b);
-      }
-    });
-    auto reduce_rows = [B, ncoef](const Tensor<T>& part, const Shape& out_shape) {
-      Tensor<T> out = Tensor<T>::zeros(out_shape);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < ncoef; ++i) out.data()[i] += part.data()[b * ncoef + i];
-      return out;
-    };
-    if (want_l1) tp.accumulate(l1, reduce_rows(pl1, c1.shape()));
-    if (want_l2) tp.accumulate(l2, reduce_rows(pl2, c2.shape()));
-    if (want_a) tp.accumulate(anchor, std::move(da));
-    if (want_s) tp.accumulate(current, std::move(ds));
-  });
-}
 
 namespace detail {
 
@@ -360,7 +201,7 @@ struct AnchorMixer {
   }
 
   Var<T> normalize(Tape<T>& tape, int c, Var<T> s) {
-    return anchor_norm[c].value.defined() ? norm::rms_norm(s, tape.param(anchor_norm[c]), opts.eps) : s;
+    return anchor_norm[c].value.defined() ? autodiff::rms_norm(s, tape.param(anchor_norm[c]), opts.eps) : s;
   }
 
   static Var<T>& slot(attn::Projections<T>& p, int c) {
@@ -527,7 +368,7 @@ struct ExoFormer {
       for (int c = 0; c < 4; ++c)
         if (this->on[c]) {
           const detail::Part pt = detail::part(this->dims, c);
-          this->anchors[c] = this->normalize(tape, c, nn::split_heads(a, col0[c], pt.heads, pt.channels));
+          this->anchors[c] = this->normalize(tape, c, autodiff::split_heads(a, col0[c], pt.heads, pt.channels));
         }
     }
     Hook<T> hook(int64_t layer) {

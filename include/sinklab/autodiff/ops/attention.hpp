@@ -1,0 +1,190 @@
+// The attention core as one tape node with a hand-written backward:
+//
+//   v ─value transform─▶ v̂ ─gate on values─▶ ṽ ─attention─▶ o ─gate on output─▶ o'
+//
+//   autodiff::attention(call, q, k, v, gate_logits)       q [B, H, T, d], k, v [B, H_kv, S, d]
+//   autodiff::attention_from_projection(call, qkv, ...)  q, k, v read in place from a projection
+//
+// The caller chooses the algorithm: without a recorder the fused kernels stream key blocks and
+// never hold the T×S matrix; with one (AttentionRecorder, what probes read) the materialised
+// kernels run and the recorder receives weights, logits, lse, value norms, gate values and,
+// after the backward, the gradients at q, k and v.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "sinklab/autodiff/ops/rope.hpp"
+#include "sinklab/autodiff/tape.hpp"
+#include "sinklab/kernels/cpu/attention.hpp"
+#include "sinklab/kernels/cpu/elementwise.hpp"
+#include "sinklab/policy/compose.hpp"
+
+namespace sinklab::autodiff {
+
+// What one attention call hands to diagnostics (the latest call is kept).
+template <class T>
+struct AttentionRecorder {
+  Tensor<T> weights;  // [B, H, T, S] attention weights that multiply the values (0 at masked keys)
+  Tensor<T> logits;   // [B, H, T, S] scaled logits q·k/√d before normalisation (−inf at masked keys)
+  Tensor<T> lse;      // [B, H, T] row logsumexp of the softmax family (includes the sink)
+
+  Tensor<T> values;                   // [B, H_kv, S, d]  v before the value transform (for ‖W_O v_s‖)
+  Tensor<T> output;                   // [B, T, D]  the layer's output, i.e. the attention update U (the layer fills it)
+  Tensor<T> value_norms;              // [B, H_kv, S]  |v_j|
+  Tensor<T> transformed_value_norms;  // [B, H_kv, S]  |v̂_j| after the value transform and value gate
+  Tensor<T> gate_values;              // [B, heads, tokens, G] σ(gate logits)
+  Tensor<T> grad_q, grad_k, grad_v;   // gradients at q, k, v
+
+  int64_t calls = 0;  // forward calls recorded
+};
+
+// The policies and their learnable tensors for one call. score_params / value_params hold the
+// current values of the policies' Params<T>; score_vars / value_vars are the same tensors bound
+// on the tape, in visiting order (their gradients go there).
+template <class Score, class Gate, class Value, class Mask, class T>
+struct AttentionCall {
+  static_assert(policy::check_attention_policies<Score, Gate, Value, Mask>());
+  static constexpr bool gate_on_values = gate::applied_at<Gate, gate::Placement::OnValues>();
+  static constexpr bool gate_on_output = gate::applied_at<Gate, gate::Placement::OnOutput>();
+
+  Score score{};
+  Gate gate{};
+  Value value{};
+  Mask mask{};
+  score::params_t<Score, T> score_params{};
+  typename Value::template Params<T> value_params{};
+  std::vector<Var<T>> score_vars, value_vars;
+  kernels::cpu::AttentionOptions options{};
+  AttentionRecorder<T>* recorder = nullptr;  // non-null: the materialised kernels, recorded
+};
+
+namespace detail {
+// |x_j| per row of [B, heads, L, d] → [B, heads, L].
+template <class T>
+Tensor<T> row_norms(const Tensor<T>& x) {
+  const int64_t rows = x.numel() / x.size(3), d = x.size(3);
+  Tensor<T> n = Tensor<T>::empty({x.size(0), x.size(1), x.size(2)});
+  for (int64_t r = 0; r < rows; ++r) n.data()[r] = std::sqrt(simd::dot(x.data() + r * d, x.data() + r * d, d));
+  return n;
+}
+}  // namespace detail
+
+// q [B, H, T, d], k and v [B, H_kv, S, d], gate logits [B, gate heads, T or S, G] (undefined
+// without a gate) → o' [B, H, T, d].
+template <class Score, class Gate, class Value, class Mask, class T>
+Var<T> attention(const AttentionCall<Score, Gate, Value, Mask, T>& c, Var<T> q_, Var<T> k_, Var<T> v_, Var<T> gate_) {
+  using namespace kernels::cpu;
+  using Call = AttentionCall<Score, Gate, Value, Mask, T>;
+  Tape<T>& tape = *q_.tape;
+  AttentionRecorder<T>* rec = c.recorder;
+
+  const Tensor<T> q = q_.value(), k = k_.value(), v = v_.value();
+  const Tensor<T> g = Gate::enabled ? gate_.value() : Tensor<T>{};
+  const Tensor<T> vhat = value_transform_forward(c.value, v, c.value_params);
+  Tensor<T> vt = vhat;
+  if constexpr (Call::gate_on_values) vt = gate_forward(c.gate, vhat, g);
+  AttentionForward<T> fwd;
+  if (rec) {
+    fwd = attention_reference_forward(c.score, c.mask, q, k, vt, c.score_params, c.options, &rec->weights,
+                                      &rec->logits);
+    rec->lse = fwd.lse;
+    ++rec->calls;
+    rec->values = v;
+    rec->value_norms = detail::row_norms(v);
+    rec->transformed_value_norms = detail::row_norms(vt);
+    if (g.defined()) {
+      Tensor<T> s = Tensor<T>::empty(g.shape());
+      unary<fn::Sigmoid>(g.data(), s.data(), g.numel());
+      rec->gate_values = s;
+    }
+  } else {
+    fwd = attention_fused_forward(c.score, c.mask, q, k, vt, c.score_params, c.options);
+  }
+  Tensor<T> out = fwd.out;
+  if constexpr (Call::gate_on_output) out = gate_forward(c.gate, fwd.out, g);
+
+  std::vector<Var<T>> inputs{q_, k_, v_};
+  if constexpr (Gate::enabled) inputs.push_back(gate_);
+  inputs.insert(inputs.end(), c.score_vars.begin(), c.score_vars.end());
+  inputs.insert(inputs.end(), c.value_vars.begin(), c.value_vars.end());
+  return tape.record(out, inputs, [=](Tape<T>& t, const Tensor<T>& dout) {
+    Tensor<T> d_core = dout, dgate;
+    if constexpr (Call::gate_on_output) {
+      GateGrads<T> gg = gate_backward(c.gate, fwd.out, g, dout);
+      d_core = gg.dx;
+      dgate = gg.dlogit;
+    }
+    auto grads = rec ? attention_reference_backward(c.score, c.mask, q, k, vt, c.score_params, d_core, c.options)
+                     : attention_fused_backward(c.score, c.mask, q, k, vt, c.score_params, fwd, d_core, c.options);
+    Tensor<T> dvhat = grads.dv;
+    if constexpr (Call::gate_on_values) {
+      GateGrads<T> gg = gate_backward(c.gate, vhat, g, grads.dv);
+      dvhat = gg.dx;
+      dgate = gg.dlogit;
+    }
+    auto vg = value_transform_backward(c.value, v, c.value_params, dvhat);
+    if (rec) {
+      rec->grad_q = grads.dq;
+      rec->grad_k = grads.dk;
+      rec->grad_v = vg.dv;
+    }
+    t.accumulate(inputs[0], grads.dq);
+    t.accumulate(inputs[1], grads.dk);
+    t.accumulate(inputs[2], vg.dv);
+    std::size_t i = 3;
+    if constexpr (Gate::enabled) t.accumulate(inputs[i++], dgate);
+    grads.dscore.parameters([&](const char*, Tensor<T>& d) { t.accumulate(inputs[i++], d); });
+    vg.dparams.parameters([&](const char*, Tensor<T>& d) { t.accumulate(inputs[i++], d); });
+  });
+}
+
+// The core for q, k, v straight out of a projection qkv [B, T, (H + 2·H_kv)·d] (q and k rotated
+// into head-major copies when `rope` is given, else read in place like v), its output written as
+// [B, T, H·d]: no split or merge copies forward, and backward one pass that writes each element
+// of qkv's gradient once. Fused only (no gate, value transform or recorder).
+template <class Score, class Gate, class Value, class Mask, class T>
+Var<T> attention_from_projection(const AttentionCall<Score, Gate, Value, Mask, T>& c, Var<T> qkv, int64_t H,
+                                 int64_t Hkv, int64_t dh, const RopeTable<T>* rope_table) {
+  static_assert(!Gate::enabled && Value::identity,
+                "attention_from_projection: the in-place path has no gate and no value transform");
+  using namespace kernels::cpu;
+  SINKLAB_CHECK(c.recorder == nullptr, "attention_from_projection: a recorder needs autodiff::attention");
+  Tape<T>& tape = *qkv.tape;
+  const Tensor<T> x = qkv.value().contiguous();
+  const int64_t B = x.size(0), L = x.size(1), N = x.size(2);
+  SINKLAB_CHECK(N == (H + 2 * Hkv) * dh, "attention_from_projection: projection of shape ", x.shape(), " for ", H,
+                " heads and ", Hkv, " kv heads of ", dh);
+  // Heads [h0, h0 + n) of a token-major [B, L, N] tensor as a [B, n, L, d] view.
+  auto heads = [B, L, d = dh](const Tensor<T>& t, int64_t h0, int64_t n) {
+    return t.view({B, L, t.size(2) / d, d}).slice(2, h0, h0 + n).transpose(1, 2);
+  };
+  const bool rope = rope_table != nullptr;
+  const Tensor<T> cs = rope ? rope_table->cos : Tensor<T>{}, sn = rope ? rope_table->sin : Tensor<T>{};
+  auto rotated = [&](int64_t h0, int64_t n) {
+    Tensor<T> y = Tensor<T>::empty({B, n, L, dh});
+    rope_gather(x.data(), B, L, N, h0 * dh, n, dh, cs.data(), sn.data(), int64_t{0}, y.data());
+    return y;
+  };
+  const Tensor<T> q = rope ? rotated(0, H) : heads(x, 0, H), k = rope ? rotated(H, Hkv) : heads(x, H, Hkv);
+  const Tensor<T> v = heads(x, H + Hkv, Hkv);
+  Tensor<T> y = Tensor<T>::empty({B, L, H * dh});
+  const AttentionForward<T> fwd =
+      attention_fused_forward(c.score, c.mask, q, k, v, c.score_params, c.options, heads(y, 0, H));
+
+  std::vector<Var<T>> inputs{qkv};
+  inputs.insert(inputs.end(), c.score_vars.begin(), c.score_vars.end());
+  const int64_t d = dh;
+  return tape.record(y, inputs, [=](Tape<T>& t, const Tensor<T>& g) {
+    auto grads =
+        attention_fused_backward(c.score, c.mask, q, k, v, c.score_params, fwd, heads(g.contiguous(), 0, H), c.options);
+    Tensor<T> gx = Tensor<T>::empty({B, L, N});
+    heads_grad_to_projection(grads.dq.data(), grads.dk.data(), grads.dv.data(), B, L, H, Hkv, d,
+                             rope ? cs.data() : nullptr, rope ? sn.data() : nullptr, gx.data());
+    t.accumulate(inputs[0], std::move(gx));
+    std::size_t i = 1;
+    grads.dscore.parameters([&](const char*, Tensor<T>& ds) { t.accumulate(inputs[i++], ds); });
+  });
+}
+
+}  // namespace sinklab::autodiff

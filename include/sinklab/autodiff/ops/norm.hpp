@@ -1,0 +1,123 @@
+// Normalisation ops over the last axis, each one fused tape node with a hand-written backward
+// (kernels in kernels/cpu/norm.hpp):
+//   rms_norm(x, gain, eps)                  y = x / √(mean(x²) + eps) ⊙ gain
+//   pre_affine_rms_norm(x, pre, gain, eps)  y = RMSNorm(pre ⊙ x) ⊙ gain
+//   layer_norm(x, gain, bias, eps)          y = (x − μ) / √(var + eps) ⊙ gain + bias (biased variance)
+//   dyt(x, alpha, gamma, beta)              y = gamma ⊙ tanh(alpha · x) + beta, alpha of shape [1]
+// The norm:: policies (nn/norm.hpp) are modules built on these.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "sinklab/autodiff/tape.hpp"
+#include "sinklab/kernels/cpu/norm.hpp"
+
+namespace sinklab::autodiff {
+
+inline constexpr double kRmsEps = 1e-6;
+inline constexpr double kLayerNormEps = 1e-5;
+
+namespace detail {
+template <class T>
+void check_vector(const char* op, const char* what, Var<T> p, int64_t n) {
+  SINKLAB_CHECK(p.defined() && p.rank() == 1 && p.shape()[0] == n, op, ": ", what, " must have shape [", n, "], got ",
+                p.defined() ? p.shape() : Shape{});
+}
+template <class T>
+T* data_or_null(Tensor<T>& t) {
+  return t.defined() ? t.data() : nullptr;
+}
+
+// Fused RMSNorm of x over its last axis, with an optional pre-scale λ₁ (PreAffine).
+template <class T>
+Var<T> rms_norm(Var<T> x, const Var<T>* pre, Var<T> gain, double eps, const char* op) {
+  SINKLAB_CHECK(x.defined() && x.rank() >= 1, op, ": input must have rank >= 1");
+  const Tensor<T> xv = x.value();
+  const int64_t n = xv.shape()[-1], rows = xv.numel() / std::max<int64_t>(n, 1);
+  check_vector(op, "gain", gain, n);
+  if (pre) check_vector(op, "pre-scale", *pre, n);
+  SINKLAB_CHECK(eps >= 0, op, ": eps must be >= 0, got ", eps);
+  const Tensor<T> gv = gain.value();
+  const Tensor<T> pv = pre ? pre->value() : Tensor<T>();
+  Tensor<T> y = Tensor<T>::empty(xv.shape());
+  Tensor<T> rstd = Tensor<T>::empty({rows});
+  kernels::cpu::rms_forward(xv.data(), pv.defined() ? pv.data() : nullptr, gv.data(), y.data(), rstd.data(), rows, n,
+                       static_cast<T>(eps));
+  auto backward = [x, gain, pvar = pre ? *pre : Var<T>{}, xv, gv, pv, rstd, rows, n](Tape<T>& t, const Tensor<T>& g) {
+    // x's gradient is summed in the same pass (x is usually the residual stream).
+    typename Tape<T>::GradTarget gx{nullptr, nullptr, {}};
+    if (x.requires_grad()) gx = t.grad_target(x);
+    T* ggain = gain.requires_grad() ? t.grad_buffer(gain).data() : nullptr;
+    T* gpre = pvar.defined() && pvar.requires_grad() ? t.grad_buffer(pvar).data() : nullptr;
+    kernels::cpu::rms_backward(xv.data(), pv.defined() ? pv.data() : nullptr, gv.data(), rstd.data(), g.data(), gx.out,
+                          gx.prior, ggain, gpre, rows, n);
+  };
+  if (pre) return x.tape->record(y, {x, *pre, gain}, std::move(backward));
+  return x.tape->record(y, {x, gain}, std::move(backward));
+}
+}  // namespace detail
+
+// y = x / √(mean(x²) + eps) ⊙ gain over the last axis (one fused node).
+template <class T>
+Var<T> rms_norm(Var<T> x, Var<T> gain, double eps = kRmsEps) {
+  return detail::rms_norm(x, static_cast<const Var<T>*>(nullptr), gain, eps, "rms_norm");
+}
+
+// y = RMSNorm(pre ⊙ x) ⊙ gain (one fused node).
+template <class T>
+Var<T> pre_affine_rms_norm(Var<T> x, Var<T> pre, Var<T> gain, double eps = kRmsEps) {
+  return detail::rms_norm(x, &pre, gain, eps, "pre_affine_rms_norm");
+}
+
+// y = (x − mean) / √(var + eps) ⊙ gain + bias over the last axis (biased variance; one fused node).
+template <class T>
+Var<T> layer_norm(Var<T> x, Var<T> gain, Var<T> bias, double eps = kLayerNormEps) {
+  SINKLAB_CHECK(x.defined() && x.rank() >= 1, "layer_norm: input must have rank >= 1");
+  const Tensor<T> xv = x.value();
+  const int64_t n = xv.shape()[-1], rows = xv.numel() / std::max<int64_t>(n, 1);
+  detail::check_vector("layer_norm", "gain", gain, n);
+  detail::check_vector("layer_norm", "bias", bias, n);
+  SINKLAB_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
+  const Tensor<T> gv = gain.value(), bv = bias.value();
+  Tensor<T> y = Tensor<T>::empty(xv.shape());
+  Tensor<T> mean = Tensor<T>::empty({rows}), rstd = Tensor<T>::empty({rows});
+  kernels::cpu::layer_norm_forward(xv.data(), gv.data(), bv.data(), y.data(), mean.data(), rstd.data(), rows, n,
+                              static_cast<T>(eps));
+  return x.tape->record(y, {x, gain, bias}, [x, gain, bias, xv, gv, mean, rstd, rows, n](Tape<T>& t, const Tensor<T>& g) {
+    Tensor<T> gx;
+    if (x.requires_grad()) gx = Tensor<T>::empty(xv.shape());
+    T* ggain = gain.requires_grad() ? t.grad_buffer(gain).data() : nullptr;
+    T* gbias = bias.requires_grad() ? t.grad_buffer(bias).data() : nullptr;
+    kernels::cpu::layer_norm_backward(xv.data(), gv.data(), mean.data(), rstd.data(), g.data(), detail::data_or_null(gx),
+                                 ggain, gbias, rows, n);
+    if (gx.defined()) t.accumulate(x, std::move(gx));
+  });
+}
+
+// y = gamma ⊙ tanh(alpha · x) + beta over the last axis; alpha has shape [1] (one fused node).
+template <class T>
+Var<T> dyt(Var<T> x, Var<T> alpha, Var<T> gamma, Var<T> beta) {
+  SINKLAB_CHECK(x.defined() && x.rank() >= 1, "dyt: input must have rank >= 1");
+  const Tensor<T> xv = x.value();
+  const int64_t n = xv.shape()[-1], rows = xv.numel() / std::max<int64_t>(n, 1);
+  detail::check_vector("dyt", "alpha", alpha, 1);
+  detail::check_vector("dyt", "gamma", gamma, n);
+  detail::check_vector("dyt", "beta", beta, n);
+  const Tensor<T> gv = gamma.value();
+  const T a = alpha.value().data()[0];
+  Tensor<T> y = Tensor<T>::empty(xv.shape());
+  kernels::cpu::dyt_forward(xv.data(), a, gv.data(), beta.value().data(), y.data(), rows, n);
+  return x.tape->record(y, {x, alpha, gamma, beta},
+                        [x, alpha, gamma, beta, xv, gv, a, rows, n](Tape<T>& t, const Tensor<T>& g) {
+                          Tensor<T> gx;
+                          if (x.requires_grad()) gx = Tensor<T>::empty(xv.shape());
+                          T* galpha = alpha.requires_grad() ? t.grad_buffer(alpha).data() : nullptr;
+                          T* ggamma = gamma.requires_grad() ? t.grad_buffer(gamma).data() : nullptr;
+                          T* gbeta = beta.requires_grad() ? t.grad_buffer(beta).data() : nullptr;
+                          kernels::cpu::dyt_backward(xv.data(), a, gv.data(), g.data(), detail::data_or_null(gx), galpha,
+                                                ggamma, gbeta, rows, n);
+                          if (gx.defined()) t.accumulate(x, std::move(gx));
+                        });
+}
+
+}  // namespace sinklab::autodiff

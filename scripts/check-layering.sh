@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fails when a header under include/sinklab/ (or cuda/include/sinklab/) includes a sinklab header
+# from a folder its layer may not use. The layers, lowest first:
+#
+#   core                          tensors, shapes, storage, RNG, threads, SIMD vocabulary
+#   io        | policy            file formats (core only) | device-neutral policy math (SINKLAB_HD)
+#   kernels                       loops per device: kernels/cpu/ (and cuda/)
+#   autodiff                      the tape and its ops; each op calls the kernels
+#   nn                            modules and models (attention, norms, FFNs, positions, mixing)
+#   optim | probe | quant         what trains, measures or quantises a model
+#   data                          datasets and batchers
+#   experiment                    run matrices, run directories, reports
+#
+# Usage: scripts/check-layering.sh [repository root]
+set -euo pipefail
+root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
+
+declare -A allowed=(
+  [core]="core"
+  [io]="core io"
+  [policy]="core policy"
+  [kernels]="core policy kernels"
+  [autodiff]="core policy kernels autodiff"
+  [nn]="core policy autodiff nn"
+  [optim]="core policy kernels autodiff optim"
+  [probe]="core policy autodiff nn io probe"
+  [quant]="core policy autodiff nn quant"
+  [data]="core io data"
+  [experiment]="core io policy autodiff nn optim probe quant data experiment"
+  [cuda]="core policy kernels cuda"
+)
+
+status=0
+checked=0
+while IFS= read -r -d '' file; do
+  rel="${file#"$root"/}"
+  case "$rel" in
+    include/sinklab/sinklab.hpp) continue ;;  # the umbrella header includes every layer
+    include/sinklab/*/*) layer="$(cut -d/ -f3 <<<"$rel")" ;;
+    cuda/include/sinklab/*) layer=cuda ;;
+    *) echo "check-layering: $rel is not in a layer folder (include/sinklab/<layer>/)" >&2; status=1; continue ;;
+  esac
+  if [[ -z "${allowed[$layer]+x}" ]]; then
+    echo "check-layering: $rel is in folder '$layer', which has no place in the layering (add it to $0)" >&2
+    status=1
+    continue
+  fi
+  checked=$((checked + 1))
+  while IFS=: read -r line target; do
+    dep="$(cut -d/ -f2 <<<"$target")"
+    if [[ " ${allowed[$layer]} " != *" $dep "* ]]; then
+      echo "$rel:$line: includes \"$target\", but $layer/ may only include from: ${allowed[$layer]}" >&2
+      status=1
+    fi
+  done < <(grep -no '^[[:space:]]*#[[:space:]]*include[[:space:]]*"sinklab/[^"]*"' "$file" |
+           sed -E 's/^([0-9]+):.*"(sinklab\/[^"]*)"/\1:\2/')
+done < <(find "$root/include/sinklab" "$root/cuda/include/sinklab" -type f \( -name '*.hpp' -o -name '*.cuh' -o -name '*.h' \) -print0 2>/dev/null)
+
+if [[ $checked -eq 0 ]]; then
+  echo "check-layering: no headers found under $root/include/sinklab" >&2
+  exit 1
+fi
+[[ $status -eq 0 ]] && echo "check-layering: $checked headers obey the layering"
+exit $status
