@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
           for (int r = 0; r < reps; ++r)
             for (int64_t i = 0; i < n; ++i)
               for (int64_t j = 0; j < n; ++j)
-                c[i * n + j] = kernels::cpu::detail::dot(a.data() + i * d, b.data() + j * d, d);
+                c[i * n + j] = simd::dot(a.data() + i * d, b.data() + j * d, d);
         },
         budget);
     std::printf("\nblock logits 64x64x64: GEMM %.2f us, xsimd dot loop %.2f us (loop / GEMM = %.2f)\n", 1e6 * tg / reps,

@@ -148,7 +148,7 @@ TEST_CASE("ExoFormer's hook computes λ₁γ₁ ⊙ RMSNorm(S_anc) + λ₂γ₂ 
     const int64_t h = heads[c];
     Var<double> anc = transpose(reshape(slice(a, 2, col, col + h * 4), {B, L, h, 4}), 1, 2);  // [B, h, L, 4]
     col += h * 4;
-    anc = rms_ref(anc, r.param(exo.anchor_norm[c]), 1e-6);
+    anc = rms_ref(anc, r.param(exo.anchor_norm[c].weight), 1e-6);
     Var<double> l1 = reshape(r.param(exo.coeffs[1].lambda[c][0]), {h, 1, 1});
     Var<double> l2 = reshape(r.param(exo.coeffs[1].lambda[c][1]), {h, 1, 1});
     Var<double> g1 = reshape(slice(gamma, 2, 2 * c, 2 * c + 1), {B, 1, L, 1});
@@ -173,7 +173,7 @@ TEST_CASE("mixing coefficients, anchors and dynamic MLP start as the paper says"
     CHECK(shapes.at("mix.layers.0.lambda_q1") == Shape{2, 4});
     CHECK(shapes.at("mix.layers.2.lambda_g2") == Shape{2, 4});
     CHECK(m.coeffs[0].lambda[2][1].value.to_vector() == std::vector<float>(8, 0.5f));
-    CHECK(m.anchor_norm[3].value.to_vector() == std::vector<float>(4, 1.0f));
+    CHECK(m.anchor_norm[3].weight.value.to_vector() == std::vector<float>(4, 1.0f));
     CHECK(shapes.size() == 1 + 4 + 3 * 8);
   }
   SUBCASE("dynamic: λ = 1, fc1 d → 16 without bias, fc2 16 → 8 zero (weight and bias)") {
@@ -200,8 +200,8 @@ TEST_CASE("mixing coefficients, anchors and dynamic MLP start as the paper says"
     mix::Dims ph = d;
     ph.gate_channels = 1;
     mix::ExoFormer<mix::per_element>::Module<float> m("mix", ph, rng, {.q = false, .k = false});
-    CHECK_FALSE(m.anchor_norm[3].value.defined());
-    CHECK(m.anchor_norm[2].value.defined());
+    CHECK_FALSE(m.normed[3]);
+    CHECK(m.normed[2]);
     CHECK_FALSE(m.coeffs[0].lambda[0][0].value.defined());
     CHECK(m.anchor_proj.weight.shape() == Shape{8, 8 + 2});
     CHECK_THROWS_WITH_AS(

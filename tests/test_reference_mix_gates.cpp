@@ -160,7 +160,7 @@ TEST_CASE("NuResFormer hook: anchors are layer 0's q, k, v, g RMS-normed per hea
     for (int c = 0; c < 4; ++c) {
       INFO("component ", c);
       check_equal(out[0][c], S[0][c]);  // layer 0 is the anchor, unmixed
-      const Tensor<double> anc = ref_rms_rows(S[0][c], nu.anchor_norm[c].value, 1e-6);
+      const Tensor<double> anc = ref_rms_rows(S[0][c], nu.anchor_norm[c].weight.value, 1e-6);
       for (int n = 1; n < 3; ++n) {
         INFO("layer ", n);
         const Tensor<double>& l1 = nu.coeffs[n - 1].lambda[c][0].value;  // [heads, C]
@@ -175,7 +175,7 @@ TEST_CASE("NuResFormer hook: anchors are layer 0's q, k, v, g RMS-normed per hea
         check_equal(out[n][c], want);
         // The same formula anchored on layer 1 instead of layer 0 gives a different value.
         if (n == 2) {
-          const Tensor<double> wrong_anc = ref_rms_rows(S[1][c], nu.anchor_norm[c].value, 1e-6);
+          const Tensor<double> wrong_anc = ref_rms_rows(S[1][c], nu.anchor_norm[c].weight.value, 1e-6);
           Tensor<double> wrong = want.clone();
           for (int64_t b = 0; b < B; ++b)
             for (int64_t h = 0; h < Hc; ++h)
@@ -217,7 +217,7 @@ TEST_CASE("NuResFormer hook: anchors are layer 0's q, k, v, g RMS-normed per hea
         }
       for (int c = 0; c < 4; ++c) {
         INFO("layer ", n, " component ", c);
-        const Tensor<double> anc = ref_rms_rows(S[0][c], nu.anchor_norm[c].value, 1e-6);
+        const Tensor<double> anc = ref_rms_rows(S[0][c], nu.anchor_norm[c].weight.value, 1e-6);
         const Tensor<double>& l1 = lc.lambda[c][0].value;  // [heads]
         const Tensor<double>& l2 = lc.lambda[c][1].value;
         Tensor<double> want = S[n][c].clone();
@@ -300,7 +300,7 @@ TEST_CASE("in a real forward, ResFormer and NuResFormer anchor on layer 0 (the p
     std::vector<Tensor<double>> raw;
     for (int n = 0; n < 3; ++n) raw.push_back(raw_values(model.layers[n], pr.layers[n].attn_in));
     check_equal(pr.layers[0].attn.values, raw[0]);
-    const Tensor<double> anc = ref_rms_rows(raw[0], model.mixer.anchor_norm[2].value, 1e-6);
+    const Tensor<double> anc = ref_rms_rows(raw[0], model.mixer.anchor_norm[2].weight.value, 1e-6);
     for (int n = 1; n < 3; ++n) {
       INFO("layer ", n);
       const Tensor<double>& l1 = model.mixer.coeffs[n - 1].lambda[2][0].value;  // [1, d_h]
@@ -343,7 +343,7 @@ TEST_CASE("ExoFormer with gate::FromAnchor: the gate logits are λ₁γ₁ ⊙ R
             for (int64_t i = 0; i < 6; ++i) s += emb(b, tt, i) * W(i, 18 + h * 3 + c);
             ag(b, h, tt, c) = s;
           }
-    const Tensor<double> anc = ref_rms_rows(ag, exo.anchor_norm[3].value, 1e-6);
+    const Tensor<double> anc = ref_rms_rows(ag, exo.anchor_norm[3].weight.value, 1e-6);
     const Tensor<double>& l1 = exo.coeffs[n].lambda[3][0].value;
     Tensor<double> want = anc.clone();
     for (int64_t b = 0; b < B; ++b)

@@ -1,4 +1,5 @@
-// attn::Attention<Score, Gate, Value, Mask>: one attention layer assembled from policies.
+// attn::Attention<Score, Gate, Value, Mask, QKNorm>: one attention layer assembled from policies
+// (QKNorm, norm::RMS by default, normalises q and k per head when Config::qk_norm is set).
 //
 //   x ─W_qkv─▶ q, k, v ─(mix)─(QK-norm)─(RoPE)─┐
 //   gate logits: X·W_g (FromInput), V·W_g (FromValue) or given (FromAnchor)
@@ -20,10 +21,10 @@
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/autodiff/ops/attention.hpp"
 #include "sinklab/autodiff/ops/heads.hpp"
-#include "sinklab/autodiff/ops/norm.hpp"
 #include "sinklab/autodiff/ops/rope.hpp"
 #include "sinklab/nn/init.hpp"
 #include "sinklab/nn/module.hpp"
+#include "sinklab/nn/norm.hpp"
 #include "sinklab/nn/projection.hpp"
 #include "sinklab/policy/compose.hpp"
 
@@ -38,8 +39,8 @@ struct Config {
   int64_t heads = 1;
   int64_t kv_heads = 0;  // 0: as many as heads; fewer gives grouped-query attention
   int64_t head_dim = 0;  // 0: d_model / heads
-  bool qk_norm = false;  // RMS-normalise q and k per head (learnable gain), after mixing, before RoPE
-  double qk_norm_eps = 1e-6;
+  bool qk_norm = false;  // normalise q and k per head with the QKNorm policy, after mixing, before RoPE
+  double qk_norm_eps = 1e-6;  // the QK-norm's eps (norm::Options::eps)
   bool rope = false;
   double rope_theta = 10000.0;
   nn::Init init = nn::Init::normal(0.02);
@@ -64,13 +65,15 @@ struct Extras {
 };
 
 template <class Score = score::Softmax, class Gate = gate::None, class Value = value::Identity,
-          class Mask = mask::Causal>
+          class Mask = mask::Causal, class QKNorm = norm::RMS>
 struct Attention {
   static_assert(policy::check_attention_policies<Score, Gate, Value, Mask>());
+  static_assert(norm::is_policy_v<QKNorm>, "attn::Attention: QKNorm must be a sinklab::norm policy");
   using score_type = Score;
   using gate_type = Gate;
   using value_type = Value;
   using mask_type = Mask;
+  using qk_norm_type = QKNorm;
   static constexpr bool gate_on_values = gate::applied_at<Gate, gate::Placement::OnValues>();
   static constexpr bool gate_on_output = gate::applied_at<Gate, gate::Placement::OnOutput>();
 
@@ -91,7 +94,7 @@ struct Attention {
 
     Parameter<T> w_qkv;  // [d_model, (H + 2·H_kv)·d_head]
     Parameter<T> w_o;    // [H·d_head, d_model]
-    Parameter<T> q_norm, k_norm;  // [d_head] when qk_norm
+    norm::module_t<QKNorm, T> q_norm, k_norm;  // over d_head, when qk_norm
     Parameter<T> w_gate, b_gate;  // FromInput: [d_model, gh·G]; FromValue: [H_kv·d_head, gh·G]
     std::vector<Parameter<T>> score_params, value_params;  // the policies' own (sink logit, θ)
     autodiff::RopeTable<T> rope_table;
@@ -113,8 +116,9 @@ struct Attention {
       w_o = Parameter<T>(nn::join_name(name, "o.weight"),
                          nn::make_tensor<T>({H * dh, D}, cfg.zero_init_output ? nn::Init::zeros() : cfg.init, rng));
       if (cfg.qk_norm) {
-        q_norm = Parameter<T>(nn::join_name(name, "q_norm.weight"), Tensor<T>::ones({dh}));
-        k_norm = Parameter<T>(nn::join_name(name, "k_norm.weight"), Tensor<T>::ones({dh}));
+        const norm::Options qo{.eps = cfg.qk_norm_eps};
+        q_norm = norm::module_t<QKNorm, T>(nn::join_name(name, "q_norm"), dh, rng, qo);
+        k_norm = norm::module_t<QKNorm, T>(nn::join_name(name, "k_norm"), dh, rng, qo);
       }
       if constexpr (Gate::enabled) {
         gate_heads = gate_on_output ? H : Hkv;
@@ -140,8 +144,8 @@ struct Attention {
     void parameters(V&& visit) {
       visit(w_qkv);
       if (cfg.qk_norm) {
-        visit(q_norm);
-        visit(k_norm);
+        q_norm.parameters(visit);
+        k_norm.parameters(visit);
       }
       if (w_gate.value.defined()) visit(w_gate);
       if (b_gate.value.defined()) visit(b_gate);
@@ -195,8 +199,8 @@ struct Attention {
                       ", expected ", want);
       }
       if (cfg.qk_norm) {
-        p.q = autodiff::rms_norm(p.q, tape.param(q_norm), cfg.qk_norm_eps);
-        p.k = autodiff::rms_norm(p.k, tape.param(k_norm), cfg.qk_norm_eps);
+        p.q = q_norm(tape, p.q);
+        p.k = k_norm(tape, p.k);
       }
       if (cfg.rope && !rope_on_split) {
         p.q = autodiff::rope(p.q, rope_table, 0);

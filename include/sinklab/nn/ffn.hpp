@@ -15,6 +15,7 @@
 // Options::zero_init_output starts the output projection at 0 (ExoFormer's / modded-nanogpt's
 // zero-init output projections), so the block starts as the identity on the residual stream.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -155,9 +156,19 @@ struct ReluMLP {
   };
 };
 
+// What an FFN policy provides: a name and a Module<T> built from (prefix, dim, rng, ffn::Options),
+// called as ffn(tape, x) on [..., dim] → [..., dim].
 template <class P>
-inline constexpr bool is_policy_v = std::is_same_v<P, SwiGLU> || std::is_same_v<P, GLU> ||
-                                    std::is_same_v<P, GeluMLP> || std::is_same_v<P, ReluMLP>;
+concept Policy = requires { { P::name } -> std::convertible_to<const char*>; } &&
+                 std::constructible_from<typename P::template Module<float>, std::string, int64_t, Rng&,
+                                         const Options&> &&
+                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
+                   { m(t, x) } -> std::same_as<Var<float>>;
+                   m.parameters([](Parameter<float>&) {});
+                 };
+
+template <class P>
+inline constexpr bool is_policy_v = Policy<P>;
 
 template <class P, class T>
 using module_t = typename P::template Module<T>;

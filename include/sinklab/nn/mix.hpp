@@ -20,6 +20,8 @@
 // gate) zero-initialised with bias, so γ = 0.5 at init and λ starts at 1.0 instead of 0.5;
 // Ŝ = (λ₁γ₁) ⊙ RMSNorm(S_anc) + (λ₂γ₂) ⊙ S with γ = (q1, q2, k1, k2, v1, v2, g1, g2).
 //
+// Anchors are normalised per head by the AnchorNorm policy (the third template argument of
+// NuResFormer and ExoFormer; norm::RMS with a learnable gain by default, any norm::Policy works).
 // Anchor normalisation follows the paper's "full residual norms" (Options::normalize_anchor;
 // false gives its "no norm" ablations). The official NuResFormer code reuses layer 1's QK-norm
 // output as the q/k anchors; here every anchor has its own gain, which is the same function
@@ -27,6 +29,7 @@
 // RMS-normalising a single value would keep only its sign.
 #pragma once
 #include <array>
+#include <concepts>
 #include <functional>
 #include <optional>
 #include <string>
@@ -92,7 +95,7 @@ struct Dynamic {
 // Settings of NuResFormer and ExoFormer.
 struct AnchorOptions {
   bool q = true, k = true, v = true, g = true;  // which projections are mixed (g: when the attention has a gate)
-  bool normalize_anchor = true;                 // RMSNorm(S_anc) per head with a learnable gain
+  bool normalize_anchor = true;                 // AnchorNorm(S_anc) per head (RMS with a learnable gain)
   std::optional<double> lambda_init{};          // unset: 0.5 (static) or 1.0 (dynamic)
   int64_t dynamic_hidden = 16;                  // fc1's width
   double eps = 1e-6;                            // of the anchor norms
@@ -151,8 +154,9 @@ struct LayerCoeffs {
 
 // What NuResFormer and ExoFormer share: which components are mixed, the anchors of this
 // forward, their norms, and per-layer coefficients for layers [first_layer, layers).
-template <class T, class Gran, class Mode>
+template <class T, class Gran, class Mode, class AnchorNorm>
 struct AnchorMixer {
+  static_assert(norm::is_policy_v<AnchorNorm>, "mix: the anchor norm must be a sinklab::norm policy");
   static constexpr Granularity granularity = Gran::value;
   static constexpr bool dynamic = Mode::dynamic;
 
@@ -162,7 +166,8 @@ struct AnchorMixer {
   const char* kind = "mix";
   int64_t first_layer = 0;
   std::array<bool, 4> on{};
-  std::array<Parameter<T>, 4> anchor_norm;  // gains [channels]; undefined when not normalised
+  std::array<bool, 4> normed{};                              // which anchors are normalised
+  std::array<norm::module_t<AnchorNorm, T>, 4> anchor_norm;  // over channels, per head
   std::array<Var<T>, 4> anchors;            // this forward's (normalised) anchors
   std::vector<LayerCoeffs<T>> coeffs;       // layers first_layer .. layers − 1
 
@@ -176,9 +181,11 @@ struct AnchorMixer {
     for (int c = 0; c < 4; ++c) on[c] = want[c] && part(dims, c).heads > 0;
     const double init = opts.lambda_init.value_or(dynamic ? 1.0 : 0.5);
     for (int c = 0; c < 4; ++c)
-      if (on[c] && opts.normalize_anchor && part(dims, c).channels > 1)
-        anchor_norm[c] = Parameter<T>(nn::join_name(name, std::string("anchor_") + kComponent[c] + "_norm.weight"),
-                                      Tensor<T>::ones({part(dims, c).channels}));
+      if (on[c] && opts.normalize_anchor && part(dims, c).channels > 1) {
+        normed[c] = true;
+        anchor_norm[c] = norm::module_t<AnchorNorm, T>(nn::join_name(name, std::string("anchor_") + kComponent[c] + "_norm"),
+                                                       part(dims, c).channels, rng, norm::Options{.eps = opts.eps});
+      }
     const int64_t width = dims.gate_heads > 0 ? 8 : 6;
     coeffs.resize(static_cast<std::size_t>(std::max<int64_t>(dims.layers - first_layer, 0)));
     for (int64_t n = first_layer; n < dims.layers; ++n) {
@@ -201,7 +208,7 @@ struct AnchorMixer {
   }
 
   Var<T> normalize(Tape<T>& tape, int c, Var<T> s) {
-    return anchor_norm[c].value.defined() ? autodiff::rms_norm(s, tape.param(anchor_norm[c]), opts.eps) : s;
+    return normed[c] ? anchor_norm[c](tape, s) : s;
   }
 
   static Var<T>& slot(attn::Projections<T>& p, int c) {
@@ -238,8 +245,8 @@ struct AnchorMixer {
 
   template <class V>
   void visit_norms_and_coeffs(V&& visit) {
-    for (auto& p : anchor_norm)
-      if (p.value.defined()) visit(p);
+    for (int c = 0; c < 4; ++c)
+      if (normed[c]) anchor_norm[c].parameters(visit);
     for (auto& lc : coeffs) lc.parameters(visit);
   }
 };
@@ -302,13 +309,13 @@ struct ResFormer {
 };
 
 // Internal anchor: layer 1's (index 0) projections, normalised, mixed into layers 2..L.
-template <class Gran = per_element, class Mode = Static>
+template <class Gran = per_element, class Mode = Static, class AnchorNorm = norm::RMS>
 struct NuResFormer {
   static constexpr const char* name = "NuResFormer";
   using Options = AnchorOptions;
   template <class T>
-  struct Module : detail::AnchorMixer<T, Gran, Mode> {
-    using Base = detail::AnchorMixer<T, Gran, Mode>;
+  struct Module : detail::AnchorMixer<T, Gran, Mode, AnchorNorm> {
+    using Base = detail::AnchorMixer<T, Gran, Mode, AnchorNorm>;
     Module() = default;
     Module(std::string prefix, const Dims& d, Rng& rng, const Options& o = {})
         : Base("NuResFormer", std::move(prefix), d, rng, o, 1) {}
@@ -336,13 +343,13 @@ struct NuResFormer {
 };
 
 // External anchor: a dedicated projection of the token embeddings, mixed into every layer.
-template <class Gran = per_element, class Mode = Static>
+template <class Gran = per_element, class Mode = Static, class AnchorNorm = norm::RMS>
 struct ExoFormer {
   static constexpr const char* name = "ExoFormer";
   using Options = AnchorOptions;
   template <class T>
-  struct Module : detail::AnchorMixer<T, Gran, Mode> {
-    using Base = detail::AnchorMixer<T, Gran, Mode>;
+  struct Module : detail::AnchorMixer<T, Gran, Mode, AnchorNorm> {
+    using Base = detail::AnchorMixer<T, Gran, Mode, AnchorNorm>;
     nn::Linear<T> anchor_proj;      // [d_model, columns of the mixed components]
     std::array<int64_t, 4> col0{};  // where each component's columns start
 
@@ -382,17 +389,20 @@ struct ExoFormer {
   };
 };
 
+// What a mixing policy provides: a name, an Options type and a Module<T> built from (prefix,
+// Dims, rng, Options) with begin(tape, embeddings) once per forward and hook(layer) giving each
+// attention layer's mixing hook (empty for layers it leaves alone).
 template <class P>
-struct is_policy : std::false_type {};
-template <>
-struct is_policy<None> : std::true_type {};
-template <>
-struct is_policy<ResFormer> : std::true_type {};
-template <class G, class M>
-struct is_policy<NuResFormer<G, M>> : std::true_type {};
-template <class G, class M>
-struct is_policy<ExoFormer<G, M>> : std::true_type {};
+concept Policy = requires { { P::name } -> std::convertible_to<const char*>; typename P::Options; } &&
+                 std::constructible_from<typename P::template Module<float>, std::string, const Dims&, Rng&,
+                                         const typename P::Options&> &&
+                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
+                   m.begin(t, x);
+                   { m.hook(int64_t{0}) } -> std::convertible_to<Hook<float>>;
+                   m.parameters([](Parameter<float>&) {});
+                 };
+
 template <class P>
-inline constexpr bool is_policy_v = is_policy<P>::value;
+inline constexpr bool is_policy_v = Policy<P>;
 
 }  // namespace sinklab::mix

@@ -21,6 +21,7 @@
 // The GatedNorm gate is two small GEMMs, a silu and one fused σ(·)⊙y node.
 #pragma once
 #include <cmath>
+#include <concepts>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -173,13 +174,26 @@ struct DyT {
 template <class P>
 struct is_gated : std::false_type {};
 
+// What a norm policy provides: a name and, per value type T, a Module<T> built from (prefix,
+// dim, rng, norm::Options), called as norm(tape, x) on [..., dim] and listing its parameters.
+// A user's norm is any struct like that (docs/extending.md); it serves as a block norm and as
+// the attention's QK-norm.
 template <class P>
-inline constexpr bool is_policy_v = std::is_same_v<P, RMS> || std::is_same_v<P, LayerNorm> ||
-                                    std::is_same_v<P, PreAffineRMS> || std::is_same_v<P, DyT> || is_gated<P>::value;
+concept Policy = requires { { P::name } -> std::convertible_to<const char*>; } &&
+                 std::constructible_from<typename P::template Module<float>, std::string, int64_t, Rng&,
+                                         const Options&> &&
+                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
+                   { m(t, x) } -> std::same_as<Var<float>>;
+                   m.parameters([](Parameter<float>&) {});
+                 };
+
+template <class P>
+inline constexpr bool is_policy_v = Policy<P>;
 
 template <class Base = RMS, int Rank = 16>
 struct GatedNorm {
-  static_assert(is_policy_v<Base>, "GatedNorm<Base>: Base must be a norm policy (RMS, LayerNorm, PreAffineRMS, DyT)");
+  static_assert(is_policy_v<Base>, "GatedNorm<Base>: Base must be a norm policy (RMS, LayerNorm, PreAffineRMS, DyT, or "
+                                   "a struct satisfying norm::Policy)");
   static_assert(!is_gated<Base>::value, "GatedNorm<Base>: Base is already gated; a second gate adds nothing");
   static_assert(Rank > 0, "GatedNorm<Base, Rank>: Rank must be positive");
   static constexpr const char* name = "GatedNorm";

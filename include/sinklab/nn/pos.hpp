@@ -11,6 +11,7 @@
 // Modules follow the nn convention (prefix, dim, rng, Options); RoPE has no parameters.
 #pragma once
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -50,6 +51,7 @@ struct None {
 
 struct RoPE {
   static constexpr const char* name = "RoPE";
+  static constexpr bool rotary = true;
   using Options = RoPEOptions;
   template <class T>
   struct Module {
@@ -114,9 +116,24 @@ struct Learned {
   };
 };
 
+// What a position policy provides: a name, an Options type and a Module<T> built from (prefix,
+// dim, rng, Options), called as pos(tape, x, offset) on [..., T, dim]. A rotary policy
+// (`rotary = true`) is applied inside attention to q and k instead of to the embeddings.
 template <class P>
-inline constexpr bool is_policy_v =
-    std::is_same_v<P, None> || std::is_same_v<P, RoPE> || std::is_same_v<P, Learned>;
+concept Policy = requires { { P::name } -> std::convertible_to<const char*>; typename P::Options; } &&
+                 std::constructible_from<typename P::template Module<float>, std::string, int64_t, Rng&,
+                                         const typename P::Options&> &&
+                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
+                   { m(t, x, int64_t{0}) } -> std::same_as<Var<float>>;
+                   m.parameters([](Parameter<float>&) {});
+                 };
+
+template <class P>
+inline constexpr bool is_policy_v = Policy<P>;
+
+// Whether P rotates q and k inside attention (RoPE) rather than adding to the embeddings.
+template <class P>
+inline constexpr bool is_rotary_v = requires { requires P::rotary; };
 
 template <class P, class T>
 using module_t = typename P::template Module<T>;

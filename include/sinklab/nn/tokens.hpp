@@ -13,6 +13,7 @@
 // tokens are shared by every batch row; their gradient is summed over the batch.
 #pragma once
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -113,9 +114,22 @@ struct None {
   };
 };
 
+// What a token policy provides: a name and a Module<T> built from (prefix, dim, rng,
+// tokens::Options) with insert / discard / extra / offset as above.
 template <class P>
-inline constexpr bool is_policy_v =
-    std::is_same_v<P, None> || std::is_same_v<P, Registers> || std::is_same_v<P, Sink>;
+concept Policy = requires { { P::name } -> std::convertible_to<const char*>; } &&
+                 std::constructible_from<typename P::template Module<float>, std::string, int64_t, Rng&,
+                                         const Options&> &&
+                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
+                   { m.insert(t, x) } -> std::same_as<Var<float>>;
+                   { m.discard(t, x) } -> std::same_as<Var<float>>;
+                   { m.extra() } -> std::convertible_to<int64_t>;
+                   { m.offset() } -> std::convertible_to<int64_t>;
+                   m.parameters([](Parameter<float>&) {});
+                 };
+
+template <class P>
+inline constexpr bool is_policy_v = Policy<P>;
 
 template <class P, class T>
 using module_t = typename P::template Module<T>;

@@ -7,7 +7,7 @@
 //
 // images → non-overlapping P×P patches [B, N, C·P·P] (a copy; pixels need no gradient) →
 // patch embedding (Linear with bias) → [CLS; patches] + learned positions → optional register
-// tokens (no positions, discarded at the output) → nn::Layer stack → final norm → linear head
+// tokens (no positions, discarded at the output) → nn::LayerStack → final norm → linear head
 // on CLS. A ModelProbe sees every layer exactly as in nn::Transformer (CLS first, then patches,
 // registers where Options::placement puts them).
 #pragma once
@@ -16,7 +16,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "sinklab/nn/transformer.hpp"
+#include "sinklab/nn/layers.hpp"
+#include "sinklab/nn/linear.hpp"
+#include "sinklab/nn/tokens.hpp"
 
 namespace sinklab::nn {
 
@@ -69,11 +71,13 @@ struct ViT {
                 "nn::ViT: every patch attends to every other; the attention's Mask must be mask::Bidirectional");
   static_assert(std::is_same_v<Tokens, tokens::None> || std::is_same_v<Tokens, tokens::Registers>,
                 "nn::ViT: Tokens must be tokens::None or tokens::Registers (the CLS token is built in)");
-  static_assert(mix::is_policy_v<Mix>, "nn::ViT: Mix must be a sinklab::mix policy");
   using layer_type = Layer<Block, Attn, FFN>;
+  using stack_type = LayerStack<Block, Attn, FFN, Mix>;
 
+  // The stack is the base: vit.layers[i] and vit.mixer are the stack's.
   template <class T>
-  struct Module {
+  struct Module : stack_type::template Module<T> {
+    using Stack = typename stack_type::template Module<T>;
     VitConfig cfg;
     std::string name;
     int64_t patches = 0;     // N
@@ -81,8 +85,6 @@ struct ViT {
     Parameter<T> cls;        // [1, d_model]
     Parameter<T> positions;  // [1 + N, d_model]
     typename Tokens::template Module<T> registers;
-    typename Mix::template Module<T> mixer;
-    std::vector<typename layer_type::template Module<T>> layers;
     typename Block::norm_policy::template Module<T> final_norm;
     Linear<T> head;  // [d_model, classes] with bias
 
@@ -124,13 +126,7 @@ struct ViT {
                               .rope = false,
                               .init = cfg.init,
                               .zero_init_output = cfg.zero_init_output};
-      layers.reserve(static_cast<std::size_t>(cfg.layers));  // parameters must not move after construction
-      for (int64_t i = 0; i < cfg.layers; ++i)
-        layers.emplace_back(join_name(name, "layers." + std::to_string(i)), acfg, mc, rng, pol);
-      const auto& a0 = layers[0].attn;
-      mixer = typename Mix::template Module<T>(
-          join_name(name, "mix"), mix::Dims{D, cfg.layers, a0.H, a0.Hkv, a0.dh, a0.gate_heads, a0.gate_channels}, rng,
-          mix_opts);
+      static_cast<Stack&>(*this) = Stack(name, acfg, mc, rng, pol, mix_opts);
       final_norm = typename Block::norm_policy::template Module<T>(join_name(name, "final_norm"), D, rng, cfg.norm);
       head = Linear<T>(join_name(name, "head"), D, cfg.classes, rng, cfg.init, true);
     }
@@ -146,19 +142,7 @@ struct ViT {
       const int64_t B = images.size(0), D = cfg.d_model;
       Var<T> x = patch_embed(tape, tape.constant(patchify(images, cfg.patch)));
       Var<T> h = autodiff::concat<T>({autodiff::repeat_batch(tape.param(cls), B), x}, 1) + tape.param(positions);
-      h = registers.insert(tape, h);
-      mixer.begin(tape, h);
-      if (probe) {
-        probe->layers.resize(layers.size());
-        probe->embeddings = h.value();
-      }
-      for (std::size_t i = 0; i < layers.size(); ++i) {
-        attn::Extras<T> ex;
-        ex.mix = mixer.hook(static_cast<int64_t>(i));
-        LayerRecord<T>* rec = probe ? &probe->layers[i] : nullptr;
-        if (rec && probe->attention) ex.probe = &rec->attn;
-        h = layers[i].forward(tape, h, ex, rec, probe && probe->gradients);
-      }
+      h = Stack::forward(tape, registers.insert(tape, h), probe);
       h = final_norm(tape, registers.discard(tape, h));
       if (probe) probe->final_hidden = h.value();
       return reshape(slice(h, 1, 0, 1), {B, D});
@@ -182,8 +166,7 @@ struct ViT {
       visit(cls);
       visit(positions);
       registers.parameters(visit);
-      mixer.parameters(visit);
-      for (auto& l : layers) l.parameters(visit);
+      Stack::parameters(visit);
       final_norm.parameters(visit);
       head.parameters(visit);
     }

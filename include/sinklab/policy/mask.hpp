@@ -3,6 +3,7 @@
 // whole key blocks. A row with key_end = 0 (e.g. bidirectional with key length 0) is fully
 // masked: its output is 0 and it passes zero gradients.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <type_traits>
 
@@ -30,7 +31,16 @@ struct Bidirectional {
   }
 };
 
+// What a mask provides: key_end(i, T, S, kv_len), the end of query i's visible prefix of keys
+// (SINKLAB_HD; a prefix is what lets the fused kernels skip whole key blocks), `causal` and a name.
 template <class M>
-inline constexpr bool is_policy_v = std::is_same_v<M, Causal> || std::is_same_v<M, Bidirectional>;
+concept Policy = requires(int64_t n) {
+  { M::causal } -> std::convertible_to<bool>;
+  { M::name } -> std::convertible_to<const char*>;
+  { M::key_end(n, n, n, n) } -> std::convertible_to<int64_t>;
+};
+
+template <class M>
+inline constexpr bool is_policy_v = Policy<M>;
 
 }  // namespace sinklab::mask

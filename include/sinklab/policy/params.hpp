@@ -9,6 +9,8 @@
 //   - P::make_params<T>(heads) builds the initial values (the policy documents its init).
 //   - Kernels return gradients as a Params<T> of the same shapes, so the value and its
 //     gradient are visited in the same order.
+//   - P::Args<T> is what a kernel reads: the same tensors as raw pointers (device memory on a
+//     GPU), made by p.args(params); kernels never name a policy's tensors.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -16,6 +18,9 @@
 #include "sinklab/core/tensor.hpp"
 
 namespace sinklab::policy {
+
+// The kernel arguments of a policy without learnable tensors.
+struct NoArgs {};
 
 template <class T>
 struct NoParams {

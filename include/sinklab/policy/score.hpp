@@ -13,10 +13,21 @@
 // Element math (weight, weight_grad) is SINKLAB_HD and templated over the value type, so the
 // same code runs on float/double, xsimd batches and in CUDA kernels. Hyperparameters are plain
 // members; learnable tensors follow policy/params.hpp.
+//
+// What a kernel asks of a score (the Policy concept at the end lists it):
+//   family, has_sink, clipped, name; Params<T>, make_params<T>(heads), check_params(p, heads, where)
+//   args(params) → Args<T>: the learnable tensors as raw pointers (what a kernel, CPU or CUDA, reads)
+//   normalised:  start<V>(args, head) → OnlineRow<V> (policy/online_row.hpp), weight(p), weight_grad(p)
+//                and, with learnable per-head logits, row_param_grad(args, head, lse_i, D_i) → ∂L/∂θ_h
+//                from row i, add_param_grad(grads, head, g)
+//   point-wise:  row(visible, keys) → RowConstants, weight(s, c, b), weight_grad(s, c, b)
+//   optional:    logits(s) and logits_grad(s), a transform of the scaled logits before the score
+//                function (e.g. tanh soft-capping); the kernels apply it when it is there.
 #pragma once
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "sinklab/core/config.hpp"
@@ -24,6 +35,7 @@
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/policy/activation.hpp"
 #include "sinklab/policy/math.hpp"
+#include "sinklab/policy/online_row.hpp"
 #include "sinklab/policy/params.hpp"
 
 namespace sinklab::score {
@@ -47,10 +59,24 @@ struct Softmax {
   template <class T>
   using Params = policy::NoParams<T>;
   template <class T>
+  using Args = policy::NoArgs;
+  template <class T>
   Params<T> make_params(int64_t /*heads*/) const {
     return {};
   }
+  template <class T>
+  Args<T> args(const Params<T>&) const {
+    return {};
+  }
+  template <class T>
+  void check_params(const Params<T>&, int64_t /*heads*/, const char* /*where*/) const {}
   void validate(const char* /*where*/) const {}
+
+  // The row before any key.
+  template <class V, class A>
+  SINKLAB_HD OnlineRow<V> start(const A& /*args*/, int64_t /*head*/) const {
+    return OnlineRow<V>::empty();
+  }
 
   // a = weight(p) and da/dp, p the normalised probability.
   template <class V>
@@ -84,8 +110,40 @@ struct SoftmaxSink : Softmax {
     }
   };
   template <class T>
+  struct Args {
+    const T* sink_logit = nullptr;  // [H]
+  };
+  template <class T>
   Params<T> make_params(int64_t heads) const {
     return {Tensor<T>::full({heads}, static_cast<T>(init_logit))};
+  }
+  template <class T>
+  Args<T> args(const Params<T>& p) const {
+    return {p.sink_logit.data()};
+  }
+  template <class T>
+  void check_params(const Params<T>& p, int64_t heads, const char* where) const {
+    SINKLAB_CHECK(p.sink_logit.defined() && p.sink_logit.rank() == 1 && p.sink_logit.size(0) == heads &&
+                      p.sink_logit.is_contiguous(),
+                  where, ": sink_logit of shape ", p.sink_logit.defined() ? p.sink_logit.shape() : Shape{},
+                  " must be a contiguous [H] = [", heads, "]");
+  }
+
+  // The sink is a key of logit S_h with no value: the row starts having seen it.
+  template <class V, class T>
+  SINKLAB_HD OnlineRow<V> start(const Args<T>& a, int64_t head) const {
+    return OnlineRow<V>::from_logit(V(a.sink_logit[head]));
+  }
+  // Row i's part of ∂L/∂S_h: the sink holds e^{S_h − lse_i} of the row's mass and no value, so
+  // −e^{S_h − lse_i}·D_i with D_i = Σ_j P_ij w'(P_ij) dA_ij (0 for a row that saw nothing).
+  template <class T>
+  SINKLAB_HD T row_param_grad(const Args<T>& a, int64_t head, T lse, T D) const {
+    using std::exp;
+    return lse == T(-std::numeric_limits<double>::infinity()) ? T(0) : -exp(a.sink_logit[head] - lse) * D;
+  }
+  template <class T>
+  void add_param_grad(Params<T>& grads, int64_t head, double g) const {
+    grads.sink_logit.data()[head] += static_cast<T>(g);
   }
 };
 
@@ -105,8 +163,20 @@ struct ClippedSoftmax {
   template <class T>
   using Params = policy::NoParams<T>;
   template <class T>
+  using Args = policy::NoArgs;
+  template <class T>
   Params<T> make_params(int64_t) const {
     return {};
+  }
+  template <class T>
+  Args<T> args(const Params<T>&) const {
+    return {};
+  }
+  template <class T>
+  void check_params(const Params<T>&, int64_t, const char*) const {}
+  template <class V, class A>
+  SINKLAB_HD OnlineRow<V> start(const A&, int64_t) const {
+    return OnlineRow<V>::empty();
   }
   void validate(const char* where) const {
     SINKLAB_CHECK(zeta >= 1.0 && gamma <= 0.0, where,
@@ -140,9 +210,17 @@ struct PointwiseBase {
   template <class T>
   using Params = policy::NoParams<T>;
   template <class T>
+  using Args = policy::NoArgs;
+  template <class T>
   Params<T> make_params(int64_t) const {
     return {};
   }
+  template <class T>
+  Args<T> args(const Params<T>&) const {
+    return {};
+  }
+  template <class T>
+  void check_params(const Params<T>&, int64_t, const char*) const {}
   void validate(const char*) const {}
 };
 
@@ -217,11 +295,42 @@ struct Polynomial : PointwiseBase {
 
 // ---------------------------------------------------------------- traits
 
+// What every score provides (the kernels' interface above); a user's score is any struct that
+// satisfies it, usually by deriving from Softmax or PointwiseBase and overriding what differs.
 template <class S>
-inline constexpr bool is_policy_v = requires {
+concept Policy = requires(const S& s, const typename S::template Params<double>& p, int64_t h) {
   { S::family } -> std::convertible_to<Family>;
   { S::has_sink } -> std::convertible_to<bool>;
   { S::clipped } -> std::convertible_to<bool>;
+  { S::name } -> std::convertible_to<const char*>;
+  { s.template make_params<double>(h) } -> std::same_as<typename S::template Params<double>>;
+  s.args(p);
+  s.check_params(p, h, "");
+  s.validate("");
+} && (S::family == Family::Normalised ? requires(const S& s, double x) {
+  { s.weight(x) } -> std::convertible_to<double>;
+  { s.weight_grad(x) } -> std::convertible_to<double>;
+  s.template start<double>(s.args(typename S::template Params<double>{}), int64_t{0});
+} : requires(const S& s, double x, int64_t n) {
+  { s.row(n, n) } -> std::convertible_to<RowConstants>;
+  { s.weight(x, x, x) } -> std::convertible_to<double>;
+  { s.weight_grad(x, x, x) } -> std::convertible_to<double>;
+});
+
+template <class S>
+inline constexpr bool is_policy_v = Policy<S>;
+
+// Whether a score learns per-head parameters through the row statistics (a sink).
+template <class S, class T>
+concept HasRowParamGrad = requires(const S& s, const typename S::template Args<T>& a, T x) {
+  { s.row_param_grad(a, int64_t{0}, x, x) } -> std::convertible_to<T>;
+};
+
+// Whether a score transforms the scaled logits before its score function.
+template <class S>
+concept HasLogitsTransform = requires(const S& s, double x) {
+  { s.logits(x) } -> std::convertible_to<double>;
+  { s.logits_grad(x) } -> std::convertible_to<double>;
 };
 
 template <class S, class T>

@@ -17,7 +17,6 @@
 #include "sinklab/autodiff/ops/rope.hpp"
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
-#include "sinklab/kernels/cpu/elementwise.hpp"
 #include "sinklab/policy/compose.hpp"
 
 namespace sinklab::autodiff {
@@ -33,7 +32,7 @@ struct AttentionRecorder {
   Tensor<T> output;                   // [B, T, D]  the layer's output, i.e. the attention update U (the layer fills it)
   Tensor<T> value_norms;              // [B, H_kv, S]  |v_j|
   Tensor<T> transformed_value_norms;  // [B, H_kv, S]  |v̂_j| after the value transform and value gate
-  Tensor<T> gate_values;              // [B, heads, tokens, G] σ(gate logits)
+  Tensor<T> gate_values;              // [B, heads, tokens, G] the gate's activation of its logits (σ)
   Tensor<T> grad_q, grad_k, grad_v;   // gradients at q, k, v
 
   int64_t calls = 0;  // forward calls recorded
@@ -93,9 +92,10 @@ Var<T> attention(const AttentionCall<Score, Gate, Value, Mask, T>& c, Var<T> q_,
     rec->values = v;
     rec->value_norms = detail::row_norms(v);
     rec->transformed_value_norms = detail::row_norms(vt);
-    if (g.defined()) {
+    if constexpr (Gate::enabled) {
+      const Tensor<T> gc = g.contiguous();
       Tensor<T> s = Tensor<T>::empty(g.shape());
-      unary<fn::Sigmoid>(g.data(), s.data(), g.numel());
+      for (int64_t i = 0; i < g.numel(); ++i) s.data()[i] = Gate::activation(gc.data()[i]);
       rec->gate_values = s;
     }
   } else {

@@ -1,5 +1,5 @@
 // Shared pieces of the CPU attention kernels: options, results, shape checks, the byte
-// counter behind the memory benchmark, and small xsimd loops over key blocks.
+// counter behind the memory benchmark, and the score policy's hooks they all call.
 //
 // Layout: q [B, H, T, d]; k, v [B, H_kv, S, d]; out [B, H, T, d]; H a multiple of H_kv
 // (grouped-query attention: query head h reads kv head h / (H / H_kv)). float or double.
@@ -17,6 +17,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/policy/mask.hpp"
 #include "sinklab/policy/score.hpp"
@@ -223,11 +224,30 @@ template <class T, class Score>
 void check_score_params(const char* kernel, const Score& score, const score::params_t<Score, T>& params,
                         const AttentionDims& dm) {
   score.validate(kernel);
-  if constexpr (Score::has_sink) {
-    SINKLAB_CHECK(params.sink_logit.defined() && params.sink_logit.rank() == 1 && params.sink_logit.size(0) == dm.H,
-                  kernel, ": sink_logit of shape ", params.sink_logit.shape(), " must be [H] = [", dm.H, "]");
-  }
+  score.check_params(params, dm.H, kernel);
 }
+
+// The score's logits transform (when it has one) over n logits in place.
+template <class Score, class T>
+void transform_logits(const Score& score, T* s, int64_t n) {
+  if constexpr (score::HasLogitsTransform<Score>)
+    simd::apply(s, s, n, [&score](auto x) { return score.logits(x); });
+}
+
+// Per-(batch, head) sums of a score's row parameter gradients (a sink's), added into the
+// gradient at the end in a fixed order, so results do not depend on thread timing.
+template <class Score, class T>
+struct RowParamGrads {
+  static constexpr bool enabled = score::HasRowParamGrad<Score, T>;
+  std::vector<double> per_bh;
+  explicit RowParamGrads(int64_t bh) : per_bh(enabled ? static_cast<std::size_t>(bh) : 0, 0.0) {}
+  void add(int64_t bh, double g) { per_bh[static_cast<std::size_t>(bh)] += g; }
+  void scatter(const Score& score, score::params_t<Score, T>& grads, int64_t heads) const {
+    if constexpr (enabled)
+      for (std::size_t bh = 0; bh < per_bh.size(); ++bh)
+        score.add_param_grad(grads, static_cast<int64_t>(bh) % heads, per_bh[bh]);
+  }
+};
 
 inline int64_t kv_length(const AttentionOptions& opt, int64_t b, int64_t S) {
   return opt.kv_lengths.defined() ? opt.kv_lengths(b) : S;
@@ -236,65 +256,8 @@ inline double score_scale(const AttentionOptions& opt, int64_t d) {
   return opt.scale != 0.0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(d));
 }
 
-// ---- vectorised row loops (xsimd batch + scalar tail) over one key block row.
-
 template <class T>
 using batch = xsimd::batch<T>;
-
-// x[j] = f(x[j]) for j < n; returns Σ_j f(x[j]).
-template <class T, class F>
-inline T map_sum(T* x, int64_t n, F&& f) {
-  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
-  batch<T> acc(T(0));
-  int64_t j = 0;
-  for (; j + W <= n; j += W) {
-    const batch<T> y = f(batch<T>::load_unaligned(x + j));
-    y.store_unaligned(x + j);
-    acc += y;
-  }
-  T s = xsimd::hadd(acc);
-  for (; j < n; ++j) {
-    x[j] = f(x[j]);
-    s += x[j];
-  }
-  return s;
-}
-
-// y[j] = f(x[j], y[j]) for j < n.
-template <class T, class F>
-inline void map2(const T* x, T* y, int64_t n, F&& f) {
-  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
-  int64_t j = 0;
-  for (; j + W <= n; j += W) f(batch<T>::load_unaligned(x + j), batch<T>::load_unaligned(y + j)).store_unaligned(y + j);
-  for (; j < n; ++j) y[j] = f(x[j], y[j]);
-}
-
-template <class T>
-inline T row_max(const T* x, int64_t n) {
-  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
-  T m = -std::numeric_limits<T>::infinity();
-  int64_t j = 0;
-  if (n >= W) {
-    batch<T> acc = batch<T>::load_unaligned(x);
-    for (j = W; j + W <= n; j += W) acc = xsimd::max(acc, batch<T>::load_unaligned(x + j));
-    alignas(64) T buf[W];
-    acc.store_aligned(buf);
-    for (int64_t k = 0; k < W; ++k) m = std::max(m, buf[k]);
-  }
-  for (; j < n; ++j) m = std::max(m, x[j]);
-  return m;
-}
-
-template <class T>
-inline T dot(const T* a, const T* b, int64_t n) {
-  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
-  batch<T> acc(T(0));
-  int64_t j = 0;
-  for (; j + W <= n; j += W) acc = xsimd::fma(batch<T>::load_unaligned(a + j), batch<T>::load_unaligned(b + j), acc);
-  T s = xsimd::hadd(acc);
-  for (; j < n; ++j) s += a[j] * b[j];
-  return s;
-}
 
 }  // namespace detail
 }  // namespace sinklab::kernels::cpu

@@ -4,9 +4,10 @@
 // into the output with a second GEMM. Memory per head is O(T·d) plus O(block_q·block_k) scratch
 // per thread.
 //
-//   softmax family  one pass with an online normaliser (running max m and sum l per row,
-//                   rescaling the partial output when m grows, as FlashAttention-2); a sink
-//                   logit S_h is the row's initial state (m = S_h, l = 1). Saves lse per row.
+//   softmax family  one pass with an online normaliser (score::OnlineRow: running max m and
+//                   sum l per row, rescaling the partial output when m grows, as
+//                   FlashAttention-2); the score starts each row (a sink: m = S_h, l = 1).
+//                   Saves lse per row.
 //                   Without clipping and with whole-vector heads the scores are kept transposed
 //                   (softmax_forward_transposed), so all rows of a block update at once.
 //   clipped softmax two passes over the key blocks: the first finds the row normaliser, the
@@ -16,7 +17,9 @@
 // The backward recomputes the logits block by block from q, k and the saved lse (FlashAttention-2):
 //   softmax family  dS = P ∘ (w'(P) ∘ dA − D), D_i = Σ_j P_ij w'(P_ij) dA_ij (= dO_i·O_i without
 //                   clipping; the clipped score needs an extra pass to form D), dA = dO·Vᵀ
-//   sink            dS_h = −Σ_i e^{S_h − lse_i} D_i
+//   row parameters  the score's row_param_grad (a sink: dS_h = −Σ_i e^{S_h − lse_i} D_i)
+// A score's logits transform (soft-capping) is applied right after each logits product, and
+// its derivative multiplies dS.
 //   point-wise      dS = c_i h'(S + b_i) ∘ dA
 // and parallelises over (batch, kv head), so dk and dv of a group of query heads have one owner.
 //
@@ -40,24 +43,6 @@ namespace sinklab::kernels::cpu {
 
 namespace detail {
 
-// x[j] = f(x[j]) for j < n.
-template <class T, class F>
-inline void map(T* x, int64_t n, F&& f) {
-  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
-  int64_t j = 0;
-  for (; j + W <= n; j += W) f(batch<T>::load_unaligned(x + j)).store_unaligned(x + j);
-  for (; j < n; ++j) x[j] = f(x[j]);
-}
-template <class T>
-inline T sum(const T* x, int64_t n) {
-  constexpr int64_t W = static_cast<int64_t>(batch<T>::size);
-  batch<T> acc(T(0));
-  int64_t j = 0;
-  for (; j + W <= n; j += W) acc += batch<T>::load_unaligned(x + j);
-  T s = xsimd::hadd(acc);
-  for (; j < n; ++j) s += x[j];
-  return s;
-}
 template <class T>
 inline void zero_tail(T* x, int64_t from, int64_t to) {
   if (from < to) std::fill(x + from, x + to, T(0));
@@ -87,15 +72,27 @@ inline int64_t pad_masked(T* s, int64_t ne, bool blocked) {
   return n;
 }
 
+// The end of a softmax row: the output divided by the row's sum (a row that saw nothing stays
+// 0) and its lse.
+template <class T>
+inline void finish_row(const score::OnlineRow<T>& row, T* o, int64_t d, T& lse) {
+  if (row.sum() > T(0)) {
+    const T inv = T(1) / row.sum();
+    simd::apply(o, o, d, [inv](auto x) { return x * decltype(x)(inv); });
+  }
+  lse = row.lse();
+}
+
 // The softmax family (not clipped) with the scores of a block pair kept transposed, Sᵀ = K·Qᵀ
 // [keys, queries]: a query block's rows lie across SIMD lanes, so the running max, the sums and
 // the rescale factors of all its rows are vector operations (no horizontal reduction, no scalar
 // exp per row), and keys and values are read in place (only the block's Qᵀ is transposed).
 // Needs d to be whole vectors. Writes every element of out and lse.
 template <class Score, class Mask, class T>
-void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions& opt, HeadRows<const T> q,
-                                HeadRows<const T> k, HeadRows<const T> v, const T* sink, T scale, int64_t Bq,
-                                int64_t Bk, HeadRows<T> out, T* lse_all) {
+void softmax_forward_transposed(const Score& score, const typename Score::template Args<T>& args,
+                                const AttentionDims& dm, const AttentionOptions& opt, HeadRows<const T> q,
+                                HeadRows<const T> k, HeadRows<const T> v, T scale, int64_t Bq, int64_t Bk,
+                                HeadRows<T> out, T* lse_all) {
   using V = batch<T>;
   constexpr int64_t W = simd_width<T>();
   constexpr T ninf = -std::numeric_limits<T>::infinity();
@@ -114,8 +111,9 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
         const int64_t e = r < rows ? Mask::key_end(i0 + r, dm.T, dm.S, kvlen) : dm.S;
         endf[r] = static_cast<T>(e);
         if (r < rows) kend = std::max(kend, e), kmin = std::min(kmin, e);
-        m[r] = Score::has_sink ? sink[h] : ninf;
-        l[r] = Score::has_sink ? T(1) : T(0);
+        const score::OnlineRow<T> start = score.template start<T>(args, h);
+        m[r] = start.m;
+        l[r] = start.l;
       }
       const T* Q = q.at(b, h, i0);
       const T* K = k.at(b, hk);
@@ -129,6 +127,7 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = std::min(Bk, kend - j0);
         block_gemm(cols, rv, d, scale, K + j0 * ldk, ldk, int64_t{1}, qt, rv, T(0), st, rv);  // Sᵀ
+        transform_logits(score, st, cols * rv);
         const bool masked = j0 + cols > kmin;  // some row sees only part of this block
         for (int64_t r = 0; r < rv; r += W) {
           V mx = V::load_unaligned(m + r);
@@ -141,36 +140,28 @@ void softmax_forward_transposed(const AttentionDims& dm, const AttentionOptions&
             }
             mx = xsimd::max(mx, x);
           }
-          // A row with no visible key yet keeps m = −inf; exponents are taken against 0 then.
-          const V mold = V::load_unaligned(m + r);
-          const V ms = xsimd::select(mx == V(ninf), V(T(0)), mx);
-          const V a = xsimd::exp(mold - ms);
+          score::OnlineRow<V> row{V::load_unaligned(m + r), V::load_unaligned(l + r)};
+          const V a = row.rescale(mx);
+          const V ms = row.shift();
           V sum(T(0));
           for (int64_t j = 0; j < cols; ++j) {
             const V p = xsimd::exp(V::load_unaligned(st + j * rv + r) - ms);
             p.store_unaligned(st + j * rv + r);
             sum += p;
           }
-          (V::load_unaligned(l + r) * a + sum).store_unaligned(l + r);
-          mx.store_unaligned(m + r);
+          row.add(sum);
+          row.l.store_unaligned(l + r);
+          row.m.store_unaligned(m + r);
           a.store_unaligned(alpha + r);
         }
         // O = α·O + P·V; the first block writes O (every row: masked keys have P = 0).
         if (j0 > 0)
           for (int64_t r = 0; r < rows; ++r)
-            if (alpha[r] != T(1)) map(O + r * ldo, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
+            if (alpha[r] != T(1)) simd::apply(O + r * ldo, O + r * ldo, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
         block_gemm(rows, d, cols, T(1), st, int64_t{1}, rv, Vv + j0 * ldv, ldv, j0 > 0 ? T(1) : T(0), O, ldo);
       }
       T* lse = lse_all + bh * dm.T + i0;
-      for (int64_t r = 0; r < rows; ++r) {
-        if (l[r] > T(0)) {
-          const T inv = T(1) / l[r];
-          map(O + r * ldo, d, [inv](auto x) { return x * decltype(x)(inv); });
-          lse[r] = m[r] + std::log(l[r]);
-        } else {
-          lse[r] = ninf;
-        }
-      }
+      for (int64_t r = 0; r < rows; ++r) finish_row(score::OnlineRow<T>{m[r], l[r]}, O + r * ldo, d, lse[r]);
     }
   });
 }
@@ -183,7 +174,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
                                             const AttentionOptions& opt = {}, const Tensor<T>& out_into = {}) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_fused_forward: Score must be a sinklab::score policy");
-  static_assert(mask::is_policy_v<Mask>, "attention_fused_forward: Mask must be mask::Causal or mask::Bidirectional");
+  static_assert(mask::is_policy_v<Mask>, "attention_fused_forward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_fused_forward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T>(kernel, score, params, dm);
@@ -206,8 +197,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v);
   const detail::HeadRows<T> outr = detail::head_rows_mut(res.out);
   if constexpr (normalised) res.lse = detail::output_empty<T>({dm.B, dm.H, dm.T});  // every row is written
-  Tensor<T> sink;
-  if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
+  const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
   const int64_t Bq = std::max<int64_t>(1, std::min(opt.block_q, dm.T));
   const int64_t Bk = std::max<int64_t>(1, std::min(opt.block_k, dm.S));
@@ -218,8 +208,8 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   const int64_t ldt = detail::round_up(dm.S, simd_width<T>());  // row stride of the transposed keys
   if constexpr (transposed_softmax) {
     if (transposed) {
-      detail::softmax_forward_transposed<Score, Mask>(dm, opt, qr, kr, vr, Score::has_sink ? sink.data() : nullptr,
-                                                      scale, Bq, Bk, outr, res.lse.data());
+      detail::softmax_forward_transposed<Score, Mask>(score, args, dm, opt, qr, kr, vr, scale, Bq, Bk, outr,
+                                                      res.lse.data());
       return res;
     }
   }
@@ -260,6 +250,8 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
                      Bk);
         else
           gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, ldq, K + j0 * ldk, ldk, T(0), sb, Bk);
+        if constexpr (score::HasLogitsTransform<Score>)
+          for (int64_t r = 0; r < rows; ++r) detail::transform_logits(score, sb + r * Bk, cols);
       };
       auto aggregate = [&](int64_t j0, int64_t cols) {
         if (blocked)
@@ -270,10 +262,10 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
 
       if constexpr (normalised) {
         T* lse = res.lse.data() + bh * dm.T + i0;
-        const T init_m = Score::has_sink ? sink.data()[h] : ninf;
+        const score::OnlineRow<T> start = score.template start<T>(args, h);
         for (int64_t r = 0; r < rows; ++r) {
-          m[r] = init_m;
-          l[r] = Score::has_sink ? T(1) : T(0);
+          m[r] = start.m;
+          l[r] = start.l;
         }
         // Online update of (m, l) with one block; with `rescale` the partial output follows.
         auto online = [&](int64_t j0, int64_t cols, bool rescale) {
@@ -282,15 +274,16 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
             const int64_t ne = detail::visible_in_block(end[r], j0, cols);
             if (ne > 0) {
               const int64_t nv = detail::pad_masked(s, ne, blocked);
-              const T mnew = std::max(m[r], detail::row_max(s, nv));
-              const T alpha = m[r] == ninf ? T(0) : std::exp(m[r] - mnew);
-              const T sum = detail::map_sum(s, nv, [mnew](auto x) {
+              score::OnlineRow<T> row{m[r], l[r]};
+              const T alpha = row.rescale(simd::max(s, nv));
+              const T shift = row.shift();
+              row.add(simd::apply_sum(s, nv, [shift](auto x) {
                 using std::exp;
                 using V = decltype(x);
-                return exp(x - V(mnew));
-              });
-              l[r] = l[r] * alpha + sum;
-              m[r] = mnew;
+                return exp(x - V(shift));
+              }));
+              l[r] = row.l;
+              m[r] = row.m;
               if (rescale && alpha != T(1))
                 for (int64_t c = 0; c < d; ++c) O[r * ldo + c] *= alpha;
             }
@@ -304,22 +297,14 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
             online(j0, cols, true);
             aggregate(j0, cols);
           }
-          for (int64_t r = 0; r < rows; ++r) {
-            if (l[r] > T(0)) {
-              const T inv = T(1) / l[r];
-              for (int64_t c = 0; c < d; ++c) O[r * ldo + c] *= inv;
-              lse[r] = m[r] + std::log(l[r]);
-            } else {
-              lse[r] = ninf;
-            }
-          }
+          for (int64_t r = 0; r < rows; ++r) detail::finish_row(score::OnlineRow<T>{m[r], l[r]}, O + r * ldo, d, lse[r]);
         } else {
           for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
             const int64_t cols = std::min(Bk, kend - j0);
             logits(j0, cols);
             online(j0, cols, false);
           }
-          for (int64_t r = 0; r < rows; ++r) lse[r] = l[r] > T(0) ? m[r] + std::log(l[r]) : ninf;
+          for (int64_t r = 0; r < rows; ++r) lse[r] = score::OnlineRow<T>{m[r], l[r]}.lse();
           for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
             const int64_t cols = std::min(Bk, kend - j0);
             logits(j0, cols);
@@ -327,7 +312,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
               T* s = sb + r * Bk;
               const int64_t ne = lse[r] == ninf ? 0 : detail::visible_in_block(end[r], j0, cols);
               const T lr = lse[r];
-              detail::map(s, ne, [&score, lr](auto x) {
+              simd::apply(s, s, ne, [&score, lr](auto x) {
                 using std::exp;
                 using V = decltype(x);
                 return score.weight(exp(x - V(lr)));
@@ -347,7 +332,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
             T* s = sb + r * Bk;
             const int64_t ne = detail::visible_in_block(end[r], j0, cols);
             const T c = static_cast<T>(rc[r].scale), bias = static_cast<T>(rc[r].bias);
-            detail::map(s, ne, [&score, c, bias](auto x) {
+            simd::apply(s, s, ne, [&score, c, bias](auto x) {
               using V = decltype(x);
               return score.weight(x, V(c), V(bias));
             });
@@ -369,7 +354,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
                                                   const AttentionOptions& opt = {}) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_fused_backward: Score must be a sinklab::score policy");
-  static_assert(mask::is_policy_v<Mask>, "attention_fused_backward: Mask must be mask::Causal or mask::Bidirectional");
+  static_assert(mask::is_policy_v<Mask>, "attention_fused_backward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_fused_backward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T>(kernel, score, params, dm);
@@ -397,20 +382,20 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
   const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v),
                                   dor = detail::head_rows(dout), outr = detail::head_rows(out);
   g.dscore = policy::zeros_like(params);
-  Tensor<T> sink;
-  if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
+  const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
   const int64_t Bq = std::max<int64_t>(1, std::min(opt.block_q, dm.T));
   const int64_t Bk = std::max<int64_t>(1, std::min(opt.block_k, dm.S));
   const int64_t d = dm.d;
-  // Sink gradients per (batch, head): tasks of different batch entries share a head.
-  std::vector<double> dsink(Score::has_sink ? static_cast<std::size_t>(dm.B * dm.H) : 0, 0.0);
+  // Row parameter gradients per (batch, head): tasks of different batch entries share a head.
+  detail::RowParamGrads<Score, T> dparam(dm.B * dm.H);
+  constexpr bool transformed = score::HasLogitsTransform<Score>;
 
   const bool blocked = detail::use_block_gemm<T>(d, Bk);
   const int64_t ldt = detail::round_up(dm.S, simd_width<T>());  // row stride of Kᵀ and Vᵀ
 
   parallel_for(0, dm.B * dm.Hkv, 1, [&](int64_t lo, int64_t hi) {
-    detail::Scratch<T> sbuf(Bq * Bk), dbuf(Bq * Bk), Dbuf(Bq), ktbuf(blocked ? d * ldt : 0),
+    detail::Scratch<T> sbuf(Bq * Bk), dbuf(Bq * Bk), tgbuf(transformed ? Bq * Bk : 0), Dbuf(Bq), ktbuf(blocked ? d * ldt : 0),
         vtbuf(blocked ? d * ldt : 0), kcbuf(kr.ld != d ? dm.S * d : 0), vcbuf(vr.ld != d && !blocked ? dm.S * d : 0),
         dobuf(dor.ld != d ? Bq * d : 0), qcbuf(qr.ld != d ? Bq * d : 0);
     T* kt = ktbuf.data();
@@ -419,6 +404,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
     std::vector<score::RowConstants> rc(static_cast<std::size_t>(Bq));
     T* sb = sbuf.data();
     T* db = dbuf.data();
+    T* tg = tgbuf.data();  // d(transformed logit)/d(logit) of the block, with a logits transform
     T* D = Dbuf.data();
     for (int64_t bk = lo; bk < hi; ++bk) {
       const int64_t b = bk / dm.Hkv, hk = bk % dm.Hkv;
@@ -460,6 +446,12 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
               block_gemm(rows, detail::round_up(cols, W), d, scale, Q, d, int64_t{1}, kt + j0, ldt, T(0), sb, Bk);
             else
               gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
+            if constexpr (transformed)
+              for (int64_t r = 0; r < rows; ++r) {
+                T* sr = sb + r * Bk;
+                simd::apply(sr, tg + r * Bk, cols, [&score](auto x) { return score.logits_grad(x); });
+                simd::apply(sr, sr, cols, [&score](auto x) { return score.logits(x); });
+              }
           };
           auto value_grads = [&](int64_t j0, int64_t cols) {  // db = dA = dO·Vᵀ
             if (blocked)
@@ -471,7 +463,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
           if constexpr (normalised) {
             if constexpr (!Score::clipped) {
               for (int64_t r = 0; r < rows; ++r)
-                D[r] = detail::dot(dO + r * d, outr.at(b, h, i0 + r), d);
+                D[r] = simd::dot(dO + r * d, outr.at(b, h, i0 + r), d);
             } else {
               for (int64_t r = 0; r < rows; ++r) D[r] = T(0);
               for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
@@ -482,22 +474,20 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
                   const int64_t ne = lse[r] == ninf ? 0 : detail::visible_in_block(end[r], j0, cols);
                   const T lr = lse[r];
                   T* dr = db + r * Bk;
-                  detail::map2(sb + r * Bk, dr, ne, [&score, lr](auto x, auto da) {
+                  simd::apply(sb + r * Bk, dr, dr, ne, [&score, lr](auto x, auto da) {
                     using std::exp;
                     using V = decltype(x);
                     const V p = exp(x - V(lr));
                     return p * score.weight_grad(p) * da;
                   });
-                  D[r] += detail::sum(dr, ne);
+                  D[r] += simd::sum(dr, ne);
                 }
               }
             }
-            if constexpr (Score::has_sink) {
-              const T sk = sink.data()[h];
+            if constexpr (dparam.enabled) {
               T acc = 0;
-              for (int64_t r = 0; r < rows; ++r)
-                if (lse[r] != ninf) acc -= std::exp(sk - lse[r]) * D[r];
-              dsink[static_cast<std::size_t>(bh)] += static_cast<double>(acc);
+              for (int64_t r = 0; r < rows; ++r) acc += score.row_param_grad(args, h, lse[r], D[r]);
+              dparam.add(bh, static_cast<double>(acc));
             }
           } else {
             for (int64_t r = 0; r < rows; ++r) rc[r] = score.row(end[r], kvlen);
@@ -514,30 +504,34 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
                 const int64_t ne = lse[r] == ninf ? 0 : detail::visible_in_block(end[r], j0, cols);
                 const int64_t nv = detail::pad_masked(s, ne, blocked);  // P = 0 and dS = 0 past ne
                 const T lr = lse[r], Dr = D[r];
-                detail::map(s, nv, [lr](auto x) {  // s ← P
+                simd::apply(s, s, nv, [lr](auto x) {  // s ← P
                   using std::exp;
                   using V = decltype(x);
                   return exp(x - V(lr));
                 });
-                detail::map2(s, dr, nv, [&score, Dr](auto p, auto da) {  // dr ← dS
+                simd::apply(s, dr, dr, nv, [&score, Dr](auto p, auto da) {  // dr ← dS
                   using V = decltype(p);
                   return p * (score.weight_grad(p) * da - V(Dr));
                 });
                 if constexpr (Score::clipped)
-                  detail::map(s, ne, [&score](auto p) { return score.weight(p); });  // s ← A
+                  simd::apply(s, s, ne, [&score](auto p) { return score.weight(p); });  // s ← A
+                if constexpr (transformed)  // dS at the raw logits
+                  simd::apply(tg + r * Bk, dr, dr, ne, [](auto t, auto x) { return t * x; });
                 detail::zero_tail(s, ne, cols);
                 detail::zero_tail(dr, ne, cols);
               } else {
                 const int64_t ne = detail::visible_in_block(end[r], j0, cols);
                 const T c = static_cast<T>(rc[r].scale), bias = static_cast<T>(rc[r].bias);
-                detail::map2(s, dr, ne, [&score, c, bias](auto x, auto da) {
+                simd::apply(s, dr, dr, ne, [&score, c, bias](auto x, auto da) {
                   using V = decltype(x);
                   return score.weight_grad(x, V(c), V(bias)) * da;
                 });
-                detail::map(s, ne, [&score, c, bias](auto x) {
+                simd::apply(s, s, ne, [&score, c, bias](auto x) {
                   using V = decltype(x);
                   return score.weight(x, V(c), V(bias));
                 });
+                if constexpr (transformed)  // dS at the raw logits
+                  simd::apply(tg + r * Bk, dr, dr, ne, [](auto t, auto x) { return t * x; });
                 detail::zero_tail(s, ne, cols);
                 detail::zero_tail(dr, ne, cols);
               }
@@ -556,10 +550,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
       }
     }
   });
-  if constexpr (Score::has_sink) {
-    T* ds = g.dscore.sink_logit.data();
-    for (int64_t bh = 0; bh < dm.B * dm.H; ++bh) ds[bh % dm.H] += static_cast<T>(dsink[static_cast<std::size_t>(bh)]);
-  }
+  dparam.scatter(score, g.dscore, dm.H);
   return g;
 }
 

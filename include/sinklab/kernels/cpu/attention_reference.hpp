@@ -14,13 +14,21 @@ namespace sinklab::kernels::cpu {
 
 namespace detail {
 
-// Logits (scaled, −inf where masked), weights a_ij and, for the softmax family, the normalised
-// p_ij and the row lse, of one (batch, head): all [T, S] row-major in caller buffers.
+// Logits (scaled, transformed when the score has a logits transform, −inf where masked),
+// weights a_ij and, for the softmax family, the normalised p_ij and the row lse, of one
+// (batch, head): all [T, S] row-major in caller buffers. With `logits_grad` (and a transform)
+// it also receives the transform's derivative at each logit.
 template <class Score, class Mask, class T>
-void reference_head(const Score& score, const AttentionDims& dm, const T* Q, const T* K, T scale, int64_t kvlen, T sink,
-                    T* logits, T* weights, T* probs, T* lse) {
+void reference_head(const Score& score, const typename Score::template Args<T>& args, int64_t h,
+                    const AttentionDims& dm, const T* Q, const T* K, T scale, int64_t kvlen, T* logits, T* weights,
+                    T* probs, T* lse, T* logits_grad = nullptr) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   gemm(Trans::N, Trans::T, dm.T, dm.S, dm.d, scale, Q, dm.d, K, dm.d, T(0), logits, dm.S);
+  if constexpr (score::HasLogitsTransform<Score>) {
+    if (logits_grad)
+      for (int64_t n = 0; n < dm.T * dm.S; ++n) logits_grad[n] = score.logits_grad(logits[n]);
+    transform_logits(score, logits, dm.T * dm.S);
+  }
   for (int64_t i = 0; i < dm.T; ++i) {
     const int64_t e = Mask::key_end(i, dm.T, dm.S, kvlen);
     T* s = logits + i * dm.S;
@@ -28,16 +36,17 @@ void reference_head(const Score& score, const AttentionDims& dm, const T* Q, con
     for (int64_t j = e; j < dm.S; ++j) s[j] = ninf;
     if constexpr (Score::family == score::Family::Normalised) {
       T* p = probs + i * dm.S;
-      T m = Score::has_sink ? sink : ninf;
-      for (int64_t j = 0; j < e; ++j) m = std::max(m, s[j]);
-      if (m == ninf) {
+      score::OnlineRow<T> row = score.template start<T>(args, h);
+      T mx = ninf;
+      for (int64_t j = 0; j < e; ++j) mx = std::max(mx, s[j]);
+      row.rescale(mx);
+      if (row.m == ninf) {
         lse[i] = ninf;
         for (int64_t j = 0; j < dm.S; ++j) p[j] = a[j] = T(0);
         continue;
       }
-      T l = Score::has_sink ? std::exp(sink - m) : T(0);
-      for (int64_t j = 0; j < e; ++j) l += std::exp(s[j] - m);
-      lse[i] = m + std::log(l);
+      for (int64_t j = 0; j < e; ++j) row.add(std::exp(s[j] - row.m));
+      lse[i] = row.lse();
       for (int64_t j = 0; j < dm.S; ++j) {
         p[j] = j < e ? std::exp(s[j] - lse[i]) : T(0);
         a[j] = j < e ? score.weight(p[j]) : T(0);
@@ -53,8 +62,8 @@ void reference_head(const Score& score, const AttentionDims& dm, const T* Q, con
 }  // namespace detail
 
 // Forward. When `probs` / `logits` are given they receive the weights a_ij (what multiplies the
-// values: after clipping or the point-wise map; 0 at masked keys) and the scaled logits
-// (−inf at masked keys), both [B, H, T, S].
+// values: after clipping or the point-wise map; 0 at masked keys) and the scaled logits (after
+// the score's logits transform, if any; −inf at masked keys), both [B, H, T, S].
 template <class Score, class Mask, class T>
 AttentionForward<T> attention_reference_forward(const Score& score, const Mask&, const Tensor<T>& q_,
                                                 const Tensor<T>& k_, const Tensor<T>& v_,
@@ -64,7 +73,7 @@ AttentionForward<T> attention_reference_forward(const Score& score, const Mask&,
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_reference_forward: Score must be a sinklab::score policy");
   static_assert(mask::is_policy_v<Mask>,
-                "attention_reference_forward: Mask must be mask::Causal or mask::Bidirectional");
+                "attention_reference_forward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_reference_forward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T>(kernel, score, params, dm);
@@ -76,8 +85,7 @@ AttentionForward<T> attention_reference_forward(const Score& score, const Mask&,
   if constexpr (normalised) res.lse = detail::output_zeros<T>({dm.B, dm.H, dm.T});
   if (probs) *probs = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.S});
   if (logits) *logits = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.S});
-  Tensor<T> sink;
-  if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
+  const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
   const int64_t TS = dm.T * dm.S;
 
@@ -91,8 +99,7 @@ AttentionForward<T> attention_reference_forward(const Score& score, const Mask&,
       T* s = logits ? logits->data() + bh * TS : s_buf.data();
       T* a = probs ? probs->data() + bh * TS : a_buf.data();
       T* lse = normalised ? res.lse.data() + bh * dm.T : nullptr;
-      const T sk = Score::has_sink ? sink.data()[h] : T(0);
-      detail::reference_head<Score, Mask>(score, dm, Q, K, scale, detail::kv_length(opt, b, dm.S), sk, s, a,
+      detail::reference_head<Score, Mask>(score, args, h, dm, Q, K, scale, detail::kv_length(opt, b, dm.S), s, a,
                                           p_buf.data(), lse);
       gemm(Trans::N, Trans::N, dm.T, dm.d, dm.S, T(1), a, dm.S, V, dm.d, T(0), res.out.data() + bh * dm.T * dm.d, dm.d);
     }
@@ -121,14 +128,14 @@ AttentionGrads<T, Score> attention_reference_backward(const Score& score, const 
   g.dk = detail::output_zeros<T>(k.shape());
   g.dv = detail::output_zeros<T>(v.shape());
   g.dscore = policy::zeros_like(params);
-  Tensor<T> sink;
-  if constexpr (Score::has_sink) sink = params.sink_logit.contiguous();
+  const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
   const int64_t TS = dm.T * dm.S;
-  std::vector<double> dsink(Score::has_sink ? static_cast<std::size_t>(dm.B * dm.H) : 0, 0.0);
+  detail::RowParamGrads<Score, T> dparam(dm.B * dm.H);
+  constexpr bool transformed = score::HasLogitsTransform<Score>;
 
   parallel_for(0, dm.B * dm.Hkv, 1, [&](int64_t lo, int64_t hi) {
-    detail::Scratch<T> s(TS), a(TS), p(TS), da(TS), lse(dm.T);
+    detail::Scratch<T> s(TS), a(TS), p(TS), da(TS), lse(dm.T), tg(transformed ? TS : 0);
     for (int64_t bk = lo; bk < hi; ++bk) {
       const int64_t b = bk / dm.Hkv, hk = bk % dm.Hkv;
       const int64_t kvlen = detail::kv_length(opt, b, dm.S);
@@ -140,9 +147,8 @@ AttentionGrads<T, Score> attention_reference_backward(const Score& score, const 
         const int64_t bh = b * dm.H + h;
         const T* Q = q.data() + bh * dm.T * dm.d;
         const T* dO = dout.data() + bh * dm.T * dm.d;
-        const T sk = Score::has_sink ? sink.data()[h] : T(0);
-        detail::reference_head<Score, Mask>(score, dm, Q, K, scale, kvlen, sk, s.data(), a.data(), p.data(),
-                                            lse.data());
+        detail::reference_head<Score, Mask>(score, args, h, dm, Q, K, scale, kvlen, s.data(), a.data(), p.data(),
+                                            lse.data(), tg.data());
         // dA = dO·Vᵀ, then dS in place of dA.
         gemm(Trans::N, Trans::T, dm.T, dm.S, dm.d, T(1), dO, dm.d, V, dm.d, T(0), da.data(), dm.S);
         for (int64_t i = 0; i < dm.T; ++i) {
@@ -153,10 +159,7 @@ AttentionGrads<T, Score> attention_reference_backward(const Score& score, const 
             T D = 0;
             for (int64_t j = 0; j < e; ++j) D += pr[j] * score.weight_grad(pr[j]) * dsr[j];
             for (int64_t j = 0; j < dm.S; ++j) dsr[j] = j < e ? pr[j] * (score.weight_grad(pr[j]) * dsr[j] - D) : T(0);
-            if constexpr (Score::has_sink) {
-              if (lse[i] != -std::numeric_limits<T>::infinity())
-                dsink[static_cast<std::size_t>(bh)] -= static_cast<double>(std::exp(sk - lse[i]) * D);
-            }
+            if constexpr (dparam.enabled) dparam.add(bh, static_cast<double>(score.row_param_grad(args, h, lse[i], D)));
           } else {
             const score::RowConstants rc = score.row(e, kvlen);
             const T* sr = s.data() + i * dm.S;
@@ -164,6 +167,8 @@ AttentionGrads<T, Score> attention_reference_backward(const Score& score, const 
               dsr[j] =
                   j < e ? score.weight_grad(sr[j], static_cast<T>(rc.scale), static_cast<T>(rc.bias)) * dsr[j] : T(0);
           }
+          if constexpr (transformed)  // dS at the raw logits
+            for (int64_t j = 0; j < e; ++j) dsr[j] *= tg[i * dm.S + j];
         }
         gemm(Trans::N, Trans::N, dm.T, dm.d, dm.S, scale, da.data(), dm.S, K, dm.d, T(0),
              g.dq.data() + bh * dm.T * dm.d, dm.d);
@@ -172,10 +177,7 @@ AttentionGrads<T, Score> attention_reference_backward(const Score& score, const 
       }
     }
   });
-  if constexpr (Score::has_sink) {
-    T* ds = g.dscore.sink_logit.data();
-    for (int64_t bh = 0; bh < dm.B * dm.H; ++bh) ds[bh % dm.H] += static_cast<T>(dsink[static_cast<std::size_t>(bh)]);
-  }
+  dparam.scatter(score, g.dscore, dm.H);
   return g;
 }
 

@@ -7,6 +7,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/kernels/cpu/attention_common.hpp"
@@ -33,97 +35,76 @@ void check_values(const char* fn, const Tensor<T>& v) {
   SINKLAB_CHECK(v.defined() && v.rank() == 4, fn, ": values must be [B, H_kv, S, d], got ",
                 v.defined() ? v.shape() : Shape{});
 }
-template <class T, class P>
-void check_value_params(const char* fn, const Tensor<T>& v, const P& params) {
-  if constexpr (requires { params.theta; }) {
-    SINKLAB_CHECK(params.theta.defined() && params.theta.rank() == 1 && params.theta.size(0) == v.size(1), fn,
-                  ": theta of shape ", params.theta.defined() ? params.theta.shape() : Shape{}, " must be [H_kv] = [",
-                  v.size(1), "] for values ", v.shape());
-  }
+// "kernel(policy) for values [B, H_kv, S, d]", where errors in a policy's parameters point.
+template <class T>
+std::string value_where(const char* fn, const char* policy, const Tensor<T>& v) {
+  return std::string(fn) + "(" + policy + ") for values " + v.shape().str();
 }
 }  // namespace detail
 
 // ---------------------------------------------------------------- value transforms
 
-template <class T>
-Tensor<T> value_transform_forward(const value::Identity&, const Tensor<T>& v, const policy::NoParams<T>& = {}) {
-  detail::check_values("value_transform_forward(identity)", v);
-  return v;
-}
-template <class T>
-ValueTransformGrads<T, value::Identity> value_transform_backward(const value::Identity&, const Tensor<T>& v,
-                                                                 const policy::NoParams<T>&, const Tensor<T>& dvhat) {
-  SINKLAB_CHECK(dvhat.shape() == v.shape(), "value_transform_backward(identity): gradient ", dvhat.shape(),
-                " must have the shape of the values ", v.shape());
-  return {dvhat, {}};
+// v̂ per (batch, kv head, key) by the policy's forward_row; the identity returns v itself.
+template <class Value, class T>
+Tensor<T> value_transform_forward(const Value& value, const Tensor<T>& v_,
+                                  const typename Value::template Params<T>& params = {}) {
+  static_assert(value::is_policy_v<Value>, "value_transform_forward: the first argument must be a sinklab::value policy");
+  constexpr const char* fn = "value_transform_forward";
+  detail::check_values(fn, v_);
+  if constexpr (Value::identity) {
+    return v_;
+  } else {
+    detail::require_float<T>();
+    value.check_params(params, v_.size(1), detail::value_where(fn, Value::name, v_).c_str());
+    const Tensor<T> v = v_.contiguous();
+    const int64_t Hkv = v.size(1), S = v.size(2), d = v.size(3);
+    const auto args = value.args(params);
+    Tensor<T> out = detail::output_zeros<T>(v.shape());
+    parallel_for(0, v.size(0) * Hkv * S, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t row = lo; row < hi; ++row)
+        value.forward_row(args, (row / S) % Hkv, v.data() + row * d, out.data() + row * d, d);
+    });
+    return out;
+  }
 }
 
-// v̂ = φ(|v|²)·v per (batch, kv head, key).
-template <class T>
-Tensor<T> value_transform_forward(const value::VScale& vs, const Tensor<T>& v_,
-                                  const value::VScale::Params<T>& params) {
-  detail::require_float<T>();
-  constexpr const char* fn = "value_transform_forward(vscale)";
+// dv by the policy's backward_row; parameter gradients summed per (batch, kv head) task, each
+// with one owner, and added in a fixed order.
+template <class Value, class T>
+ValueTransformGrads<T, Value> value_transform_backward(const Value& value, const Tensor<T>& v_,
+                                                       const typename Value::template Params<T>& params,
+                                                       const Tensor<T>& dvhat_) {
+  constexpr const char* fn = "value_transform_backward";
   detail::check_values(fn, v_);
-  detail::check_value_params(fn, v_, params);
-  const Tensor<T> v = v_.contiguous(), theta = params.theta.contiguous();
-  const int64_t B = v.size(0), Hkv = v.size(1), S = v.size(2), d = v.size(3);
-  Tensor<T> out = detail::output_zeros<T>(v.shape());
-  parallel_for(0, B * Hkv * S, 256, [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
-      const int64_t hk = (row / S) % Hkv;
-      const T C = static_cast<T>(vs.constant(d, static_cast<double>(theta.data()[hk])));
-      const T* x = v.data() + row * d;
-      const T r = detail::dot(x, x, d);
-      const T phi = value::VScale::phi(r, C);
-      T* y = out.data() + row * d;
-      for (int64_t c = 0; c < d; ++c) y[c] = phi * x[c];
-    }
-  });
-  return out;
-}
-
-// dv = φ·dv̂ + 2φ'(r)(v·dv̂)·v;  dθ_h = Σ_keys (v·dv̂)·∂φ/∂C·C.
-template <class T>
-ValueTransformGrads<T, value::VScale> value_transform_backward(const value::VScale& vs, const Tensor<T>& v_,
-                                                               const value::VScale::Params<T>& params,
-                                                               const Tensor<T>& dvhat_) {
-  detail::require_float<T>();
-  constexpr const char* fn = "value_transform_backward(vscale)";
-  detail::check_values(fn, v_);
-  detail::check_value_params(fn, v_, params);
   SINKLAB_CHECK(dvhat_.shape() == v_.shape(), fn, ": gradient ", dvhat_.shape(), " must have the shape of the values ",
                 v_.shape());
-  const Tensor<T> v = v_.contiguous(), dvhat = dvhat_.contiguous(), theta = params.theta.contiguous();
-  const int64_t B = v.size(0), Hkv = v.size(1), S = v.size(2), d = v.size(3);
-  ValueTransformGrads<T, value::VScale> g;
-  g.dv = detail::output_zeros<T>(v.shape());
-  g.dparams = policy::zeros_like(params);
-  // One task per (batch, kv head), so each θ gradient has a single owner.
-  std::vector<double> dtheta(static_cast<std::size_t>(B * Hkv), 0.0);
-  parallel_for(0, B * Hkv, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t bk = lo; bk < hi; ++bk) {
-      const int64_t hk = bk % Hkv;
-      const T C = static_cast<T>(vs.constant(d, static_cast<double>(theta.data()[hk])));
-      double acc = 0;
-      for (int64_t j = 0; j < S; ++j) {
-        const int64_t row = bk * S + j;
-        const T* x = v.data() + row * d;
-        const T* gy = dvhat.data() + row * d;
-        const T r = detail::dot(x, x, d);
-        const T vg = detail::dot(x, gy, d);
-        const T phi = value::VScale::phi(r, C);
-        const T two_dphi_vg = T(2) * value::VScale::dphi_dr(r, C) * vg;
-        T* gx = g.dv.data() + row * d;
-        for (int64_t c = 0; c < d; ++c) gx[c] = phi * gy[c] + two_dphi_vg * x[c];
-        acc += static_cast<double>(vg * value::VScale::dphi_dC(r, C) * C);
+  if constexpr (Value::identity) {
+    return {dvhat_, {}};
+  } else {
+    detail::require_float<T>();
+    value.check_params(params, v_.size(1), detail::value_where(fn, Value::name, v_).c_str());
+    const Tensor<T> v = v_.contiguous(), dvhat = dvhat_.contiguous();
+    const int64_t B = v.size(0), Hkv = v.size(1), S = v.size(2), d = v.size(3);
+    const auto args = value.args(params);
+    ValueTransformGrads<T, Value> g;
+    g.dv = detail::output_zeros<T>(v.shape());
+    g.dparams = policy::zeros_like(params);
+    std::vector<double> dparam(static_cast<std::size_t>(B * Hkv), 0.0);
+    parallel_for(0, B * Hkv, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t bk = lo; bk < hi; ++bk) {
+        double acc = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          const int64_t row = bk * S + j;
+          acc += static_cast<double>(value.backward_row(args, bk % Hkv, v.data() + row * d, dvhat.data() + row * d,
+                                                        g.dv.data() + row * d, d));
+        }
+        dparam[static_cast<std::size_t>(bk)] = acc;
       }
-      dtheta[static_cast<std::size_t>(bk)] = acc;
-    }
-  });
-  T* dth = g.dparams.theta.data();
-  for (int64_t bk = 0; bk < B * Hkv; ++bk) dth[bk % Hkv] += static_cast<T>(dtheta[static_cast<std::size_t>(bk)]);
-  return g;
+    });
+    if constexpr (requires { value.add_param_grad(g.dparams, int64_t{0}, 0.0); })
+      for (int64_t bk = 0; bk < B * Hkv; ++bk) value.add_param_grad(g.dparams, bk % Hkv, dparam[static_cast<std::size_t>(bk)]);
+    return g;
+  }
 }
 
 // ---------------------------------------------------------------- gates
@@ -189,7 +170,7 @@ GateGrads<T> gate_backward(const Gate&, const Tensor<T>& x_, const Tensor<T>& lo
       if (G == 1) {
         const T gv = Gate::activation(lr[0]);
         for (int64_t c = 0; c < d; ++c) dxr[c] = gv * dyr[c];
-        dlr[0] = Gate::activation_grad(lr[0]) * detail::dot(xr, dyr, d);
+        dlr[0] = Gate::activation_grad(lr[0]) * simd::dot(xr, dyr, d);
       } else {
         for (int64_t c = 0; c < d; ++c) {
           dxr[c] = Gate::activation(lr[c]) * dyr[c];

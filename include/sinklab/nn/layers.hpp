@@ -1,0 +1,192 @@
+// The pieces every model is built from: the block layout (nn::PreNorm), one pre-norm block
+// (nn::Layer: h ← h + attn(norm(h)); h ← h + ffn(norm(h))), the stack of blocks with the
+// anchor mixing across them (nn::LayerStack), and what a ModelProbe records per layer.
+// nn::Transformer and nn::ViT put embeddings before the stack and a head after it.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/autodiff/ops/clip.hpp"
+#include "sinklab/autodiff/profile.hpp"
+#include "sinklab/nn/attention.hpp"
+#include "sinklab/nn/ffn.hpp"
+#include "sinklab/nn/linear.hpp"
+#include "sinklab/nn/mix.hpp"
+#include "sinklab/nn/norm.hpp"
+#include "sinklab/nn/projection.hpp"
+#include "sinklab/nn/tokens.hpp"
+
+namespace sinklab::nn {
+
+using autodiff::Tape;
+using autodiff::Var;
+
+// The block layout policy: normalise each branch's input (pre-norm), with this norm.
+template <class Norm>
+struct PreNorm {
+  static_assert(norm::is_policy_v<Norm>, "nn::PreNorm<Norm>: Norm must be a sinklab::norm policy");
+  using norm_policy = Norm;
+};
+
+struct ModelConfig {
+  int64_t vocab = 256;
+  int64_t d_model = 128;
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t kv_heads = 0;    // 0: heads
+  int64_t head_dim = 0;    // 0: d_model / heads
+  int64_t ffn_hidden = 0;  // 0: the FFN policy's default
+  int64_t max_len = 1024;  // pos::Learned table size
+  bool qk_norm = false;
+  double rope_theta = 10000.0;
+  bool tie_embeddings = false;
+  double z_loss = 0.0;         // adds z_loss · mean(logsumexp²) to the loss (PaLM)
+  double residual_clip = 0.0;  // > 0: clip the residual stream at ±residual_clip after each branch
+  bool zero_init_output = false;  // W_O and the FFN output projections start at 0
+  nn::Init init = nn::Init::normal(0.02);  // nn::Init::pytorch(): PyTorch's module defaults (nn/init.hpp)
+  norm::Options norm{};
+  tokens::Options tokens{};
+};
+
+// What a probe saw in one layer. Activations are [B, T, D] (tokens included); gradients are
+// filled after backward() when ModelProbe::gradients is set.
+template <class T>
+struct LayerRecord {
+  autodiff::AttentionRecorder<T> attn;
+  Tensor<T> input;       // h, the residual stream entering the layer
+  Tensor<T> attn_in;     // h̃ = norm(h), the attention's input
+  Tensor<T> attn_out;    // the attention branch's output (its update to the stream)
+  Tensor<T> mid;         // h + attn_out (after clipping, if any)
+  Tensor<T> ffn_in;      // norm(mid)
+  Tensor<T> ffn_out;     // the FFN branch's output
+  Tensor<T> output;      // the residual stream leaving the layer
+  Tensor<T> grad_input, grad_attn_in, grad_attn_out, grad_mid, grad_ffn_in, grad_ffn_out, grad_output;
+};
+
+template <class T>
+struct ModelProbe {
+  bool attention = true;   // record attention maps (takes the materialised T×T path)
+  bool gradients = false;  // record gradients of the residual stream and branches
+  Tensor<T> embeddings;    // [B, T, D] input of the first layer (after positions and tokens)
+  Tensor<T> final_hidden;  // [B, T, D] after the final norm
+  std::vector<LayerRecord<T>> layers;
+};
+
+template <class Block, class Attn, class FFN>
+struct Layer {
+  using norm_policy = typename Block::norm_policy;
+  template <class T>
+  struct Module {
+    typename norm_policy::template Module<T> attn_norm, ffn_norm;
+    typename Attn::template Module<T> attn;
+    typename FFN::template Module<T> ffn;
+    double residual_clip = 0.0;
+    std::string after_attn, after_ffn;  // names of the residual-stream points (nn::stream_point)
+
+    Module() = default;
+    Module(const std::string& prefix, const ::sinklab::attn::Config& acfg, const ModelConfig& cfg, Rng& rng,
+           const typename Attn::Policies& pol)
+        : attn_norm(join_name(prefix, "attn_norm"), cfg.d_model, rng, cfg.norm),
+          ffn_norm(join_name(prefix, "ffn_norm"), cfg.d_model, rng, cfg.norm),
+          attn(join_name(prefix, "attn"), acfg, rng, pol),
+          ffn(join_name(prefix, "ffn"), cfg.d_model, rng,
+              ffn::Options{.hidden = cfg.ffn_hidden, .zero_init_output = cfg.zero_init_output, .init = cfg.init}),
+          residual_clip(cfg.residual_clip),
+          after_attn(join_name(prefix, "residual.attn")),
+          after_ffn(join_name(prefix, "residual.ffn")) {}
+
+    Var<T> forward(Tape<T>& tape, Var<T> h, const ::sinklab::attn::Extras<T>& extras, LayerRecord<T>* rec, bool grads) {
+      auto watch = [&](Var<T> v, Tensor<T> LayerRecord<T>::*value, Tensor<T> LayerRecord<T>::*grad) {
+        if (!rec) return;
+        (*rec).*value = v.value();
+        if (grads && v.requires_grad()) v.register_hook([rec, grad](Tensor<T>& g) { (*rec).*grad = g.clone(); });
+      };
+      using autodiff::profile::Label;
+      watch(h, &LayerRecord<T>::input, &LayerRecord<T>::grad_input);
+      Var<T> a_in = (Label("attn_norm"), attn_norm(tape, h));
+      watch(a_in, &LayerRecord<T>::attn_in, &LayerRecord<T>::grad_attn_in);
+      Var<T> a = (Label("attn"), attn.forward(tape, a_in, extras));
+      watch(a, &LayerRecord<T>::attn_out, &LayerRecord<T>::grad_attn_out);
+      Var<T> mid = stream_point(tape, (Label("residual"), clip(h + a)), after_attn);
+      watch(mid, &LayerRecord<T>::mid, &LayerRecord<T>::grad_mid);
+      Var<T> f_in = (Label("ffn_norm"), ffn_norm(tape, mid));
+      watch(f_in, &LayerRecord<T>::ffn_in, &LayerRecord<T>::grad_ffn_in);
+      Var<T> f = (Label("ffn"), ffn(tape, f_in));
+      watch(f, &LayerRecord<T>::ffn_out, &LayerRecord<T>::grad_ffn_out);
+      Var<T> out = stream_point(tape, (Label("residual"), clip(mid + f)), after_ffn);
+      watch(out, &LayerRecord<T>::output, &LayerRecord<T>::grad_output);
+      return out;
+    }
+
+    template <class V>
+    void parameters(V&& visit) {
+      attn_norm.parameters(visit);
+      attn.parameters(visit);
+      ffn_norm.parameters(visit);
+      ffn.parameters(visit);
+    }
+
+   private:
+    Var<T> clip(Var<T> x) const { return residual_clip > 0 ? autodiff::clip(x, residual_clip) : x; }
+  };
+};
+
+// The layer stack every model shares: a mixing module (mix::) and the layers, run over the
+// residual stream h [B, T, D] (inserted tokens included), recording into a ModelProbe when given.
+template <class Block, class Attn, class FFN, class Mix = mix::None>
+struct LayerStack {
+  static_assert(mix::is_policy_v<Mix>, "nn::LayerStack: Mix must be a sinklab::mix policy");
+  using layer_type = Layer<Block, Attn, FFN>;
+
+  template <class T>
+  struct Module {
+    typename Mix::template Module<T> mixer;
+    std::vector<typename layer_type::template Module<T>> layers;
+
+    Module() = default;
+    // Layers "<model>.layers.<i>", then the mixer "<model>.mix" (it needs the layers' shapes).
+    Module(const std::string& model, const ::sinklab::attn::Config& acfg, const ModelConfig& cfg, Rng& rng,
+           const typename Attn::Policies& pol, const typename Mix::Options& mix_opts) {
+      layers.reserve(static_cast<std::size_t>(cfg.layers));  // parameters must not move after construction
+      for (int64_t i = 0; i < cfg.layers; ++i)
+        layers.emplace_back(join_name(model, "layers." + std::to_string(i)), acfg, cfg, rng, pol);
+      const auto& a0 = layers[0].attn;
+      mixer = typename Mix::template Module<T>(
+          join_name(model, "mix"),
+          mix::Dims{cfg.d_model, cfg.layers, a0.H, a0.Hkv, a0.dh, a0.gate_heads, a0.gate_channels}, rng, mix_opts);
+    }
+
+    Var<T> forward(Tape<T>& tape, Var<T> h, ModelProbe<T>* probe = nullptr,
+                   const Tensor<int64_t>* kv_lengths = nullptr) {
+      using autodiff::profile::Label;
+      {
+        const Label section("mix");
+        mixer.begin(tape, h);
+      }
+      if (probe) {
+        probe->layers.resize(layers.size());
+        probe->embeddings = h.value();
+      }
+      for (std::size_t i = 0; i < layers.size(); ++i) {
+        ::sinklab::attn::Extras<T> ex;
+        ex.kv_lengths = kv_lengths;
+        ex.mix = mixer.hook(static_cast<int64_t>(i));
+        LayerRecord<T>* rec = probe ? &probe->layers[i] : nullptr;
+        if (rec && probe->attention) ex.probe = &rec->attn;
+        const Label section("layers", static_cast<int64_t>(i));
+        h = layers[i].forward(tape, h, ex, rec, probe && probe->gradients);
+      }
+      return h;
+    }
+
+    template <class V>
+    void parameters(V&& visit) {
+      mixer.parameters(visit);
+      for (auto& l : layers) l.parameters(visit);
+    }
+  };
+};
+
+}  // namespace sinklab::nn
