@@ -11,6 +11,7 @@
 
 #include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/autodiff/profile.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
@@ -278,5 +279,8 @@ class Tape {
   std::vector<Node> nodes_;
   std::vector<HookEntry> hooks_;
 };
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(class Tape<float>)
 
 }  // namespace sinklab::autodiff

@@ -14,8 +14,11 @@ class Error : public std::runtime_error {
 };
 
 namespace detail {
+// Cold and never inlined: a check site is a test and a call, and the formatting code of the
+// library's many checks is compiled small, off the hot paths (it is a good part of what a
+// model's constructor would otherwise inline).
 template <class... Args>
-[[noreturn]] inline void fail(const Args&... args) {
+[[noreturn, gnu::cold, gnu::noinline]] void fail(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   throw Error(os.str());
@@ -28,5 +31,6 @@ template <class... Args>
 // formatted when the check fails.
 #define SINKLAB_CHECK(cond, ...)                        \
   do {                                                  \
-    if (!(cond)) ::sinklab::detail::fail(__VA_ARGS__); \
+    if (!(cond)) [[unlikely]]                           \
+      ::sinklab::detail::fail(__VA_ARGS__);             \
   } while (0)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sinklab/autodiff/ops/rope.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
 #include "sinklab/policy/compose.hpp"
@@ -186,5 +187,33 @@ Var<T> attention_from_projection(const AttentionCall<Score, Gate, Value, Mask, T
     grads.dscore.parameters([&](const char*, Tensor<T>& ds) { t.accumulate(inputs[i++], ds); });
   });
 }
+
+// The library's own attention variants in float, compiled once in sinklab::precompiled
+// (core/extern_template.hpp): softmax and the learnable sink, causal and bidirectional, without a
+// gate, with Gated Attention's G1 gate, with IGA's and VGA's gates on the values, V-scale.
+namespace precompiled {
+using G1 = gate::FromInput<gate::per_channel, gate::on_output>;
+using IGA = gate::FromInput<gate::per_head, gate::on_values>;
+using VGA = gate::FromValue<gate::per_head, gate::on_values>;
+}  // namespace precompiled
+#define SINKLAB_ATTENTION_INSTANCE(S, G, V, M)                                                                   \
+  SINKLAB_EXTERN_TEMPLATE(Var<float> attention(const AttentionCall<S, G, V, M, float>&, Var<float>, Var<float>, \
+                                               Var<float>, Var<float>))
+#define SINKLAB_ATTENTION_INSTANCES(S, M)                                                                    \
+  SINKLAB_ATTENTION_INSTANCE(S, gate::None, value::Identity, M)                                              \
+  SINKLAB_ATTENTION_INSTANCE(S, precompiled::G1, value::Identity, M)                                         \
+  SINKLAB_ATTENTION_INSTANCE(S, precompiled::IGA, value::Identity, M)                                        \
+  SINKLAB_ATTENTION_INSTANCE(S, precompiled::VGA, value::Identity, M)                                        \
+  SINKLAB_ATTENTION_INSTANCE(S, gate::None, value::VScale, M)                                                \
+  SINKLAB_ATTENTION_INSTANCE(S, precompiled::VGA, value::VScale, M)                                          \
+  SINKLAB_EXTERN_TEMPLATE(Var<float> attention_from_projection(                                              \
+      const AttentionCall<S, gate::None, value::Identity, M, float>&, Var<float>, int64_t, int64_t, int64_t, \
+      const RopeTable<float>*))
+SINKLAB_ATTENTION_INSTANCES(score::Softmax, mask::Causal)
+SINKLAB_ATTENTION_INSTANCES(score::Softmax, mask::Bidirectional)
+SINKLAB_ATTENTION_INSTANCES(score::SoftmaxSink, mask::Causal)
+SINKLAB_ATTENTION_INSTANCES(score::SoftmaxSink, mask::Bidirectional)
+#undef SINKLAB_ATTENTION_INSTANCES
+#undef SINKLAB_ATTENTION_INSTANCE
 
 }  // namespace sinklab::autodiff

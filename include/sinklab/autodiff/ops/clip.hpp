@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
 #include "sinklab/policy/math.hpp"
@@ -33,5 +34,8 @@ Var<T> clip(Var<T> x, double c) {
     t.accumulate(x, std::move(gx));
   });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> clip(Var<float>, double))
 
 }  // namespace sinklab::autodiff

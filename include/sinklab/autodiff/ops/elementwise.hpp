@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
 
 namespace sinklab::autodiff {
@@ -138,5 +139,22 @@ template <class T, class S, class = std::enable_if_t<std::is_arithmetic_v<S>>>
 Var<T> operator-(Var<T> a, S s) { return affine(a, T(1), -static_cast<T>(s)); }
 template <class T, class S, class = std::enable_if_t<std::is_arithmetic_v<S>>>
 Var<T> operator-(S s, Var<T> a) { return affine(a, T(-1), static_cast<T>(s)); }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> exp(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> log(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> tanh(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> sigmoid(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> silu(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> gelu(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> relu(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> square(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> sqrt(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> add(Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> sub(Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> mul(Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> div(Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> affine(Var<float>, float, float))
+SINKLAB_EXTERN_TEMPLATE(Var<float> pow(Var<float>, float))
 
 }  // namespace sinklab::autodiff

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/act_mul.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
 #include "sinklab/policy/activation.hpp"
@@ -105,5 +106,16 @@ Var<T> glu_mlp(Var<T> x, Var<T> w_up, Var<T> w_down) {
     }
   });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> act_mul<act::SiLU, float>(Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> act_mul<act::Sigmoid, float>(Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> act_mul<act::GELU, float>(Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> act_mul_halves<act::SiLU, float>(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> act_mul_halves<act::Sigmoid, float>(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> act_mul_halves<act::GELU, float>(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> glu_mlp<act::SiLU, float>(Var<float>, Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> glu_mlp<act::Sigmoid, float>(Var<float>, Var<float>, Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> glu_mlp<act::GELU, float>(Var<float>, Var<float>, Var<float>))
 
 }  // namespace sinklab::autodiff

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/kernels/cpu/heads.hpp"
 
@@ -53,5 +54,9 @@ Var<T> merge_heads(Var<T> x) {
     kernels::cpu::merge_heads_grad(g.data(), gx, fresh, B, H, L, d);
   });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> split_heads(Var<float>, int64_t, int64_t, int64_t))
+SINKLAB_EXTERN_TEMPLATE(Var<float> merge_heads(Var<float>))
 
 }  // namespace sinklab::autodiff

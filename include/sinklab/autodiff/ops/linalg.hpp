@@ -1,6 +1,7 @@
 // Differentiable matrix products.
 #pragma once
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
 
 namespace sinklab::autodiff {
@@ -58,5 +59,8 @@ Var<T> matmul(Var<T> a, Var<T> b) {
     }
   });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> matmul(Var<float>, Var<float>))
 
 }  // namespace sinklab::autodiff

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/mix.hpp"
 
 namespace sinklab::autodiff {
@@ -91,5 +92,9 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, MixGranular
   });
 }
 
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> mix_pair(Var<float>, Var<float>, Var<float>, Var<float>, MixGranularity, Var<float>,
+                                         int64_t, int64_t))
 
 }  // namespace sinklab::autodiff

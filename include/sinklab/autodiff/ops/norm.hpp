@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/norm.hpp"
 
 namespace sinklab::autodiff {
@@ -119,5 +120,11 @@ Var<T> dyt(Var<T> x, Var<T> alpha, Var<T> gamma, Var<T> beta) {
                           if (gx.defined()) t.accumulate(x, std::move(gx));
                         });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> rms_norm(Var<float>, Var<float>, double))
+SINKLAB_EXTERN_TEMPLATE(Var<float> pre_affine_rms_norm(Var<float>, Var<float>, Var<float>, double))
+SINKLAB_EXTERN_TEMPLATE(Var<float> layer_norm(Var<float>, Var<float>, Var<float>, double))
+SINKLAB_EXTERN_TEMPLATE(Var<float> dyt(Var<float>, Var<float>, Var<float>, Var<float>))
 
 }  // namespace sinklab::autodiff

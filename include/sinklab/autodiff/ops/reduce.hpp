@@ -1,6 +1,7 @@
 // Differentiable reductions: sum, mean and max over one axis or over everything.
 #pragma once
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/reduce.hpp"
 
 namespace sinklab::autodiff {
@@ -80,5 +81,12 @@ Var<T> max(Var<T> x, int axis, bool keepdim = false) {
       }
   });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> sum(Var<float>, int, bool))
+SINKLAB_EXTERN_TEMPLATE(Var<float> mean(Var<float>, int, bool))
+SINKLAB_EXTERN_TEMPLATE(Var<float> sum(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> mean(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> max(Var<float>, int, bool))
 
 }  // namespace sinklab::autodiff

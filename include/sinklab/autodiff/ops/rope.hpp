@@ -14,6 +14,7 @@
 
 #include "sinklab/autodiff/ops/heads.hpp"
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/rope.hpp"
 
 namespace sinklab::autodiff {
@@ -100,5 +101,9 @@ Var<T> rope_heads(Var<T> x, int64_t col0, int64_t heads, int64_t d, const RopeTa
                            });
   });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> rope(Var<float>, const RopeTable<float>&, int64_t))
+SINKLAB_EXTERN_TEMPLATE(Var<float> rope_heads(Var<float>, int64_t, int64_t, int64_t, const RopeTable<float>&, int64_t))
 
 }  // namespace sinklab::autodiff

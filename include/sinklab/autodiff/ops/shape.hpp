@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
 
 namespace sinklab::autodiff {
@@ -117,5 +118,13 @@ Var<T> repeat_batch(Var<T> tok, int64_t batch) {
     for (int64_t b = 0; b < batch; ++b) kernels::cpu::add_inplace(gt, g.data() + b * per, per);
   });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> reshape(Var<float>, const Shape&))
+SINKLAB_EXTERN_TEMPLATE(Var<float> transpose(Var<float>, int, int))
+SINKLAB_EXTERN_TEMPLATE(Var<float> slice(Var<float>, int, int64_t, int64_t))
+SINKLAB_EXTERN_TEMPLATE(Var<float> concat(const std::vector<Var<float>>&, int))
+SINKLAB_EXTERN_TEMPLATE(Var<float> embedding(Var<float>, const Tensor<int32_t>&))
+SINKLAB_EXTERN_TEMPLATE(Var<float> repeat_batch(Var<float>, int64_t))
 
 }  // namespace sinklab::autodiff

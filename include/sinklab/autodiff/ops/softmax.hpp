@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sinklab/autodiff/tape.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/kernels/cpu/rowwise.hpp"
 
 namespace sinklab::autodiff {
@@ -107,5 +108,10 @@ Var<T> cross_entropy(Var<T> logits, const Tensor<int32_t>& targets, int32_t igno
                                             });
                              });
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(Var<float> softmax(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> log_softmax(Var<float>))
+SINKLAB_EXTERN_TEMPLATE(Var<float> cross_entropy(Var<float>, const Tensor<int32_t>&, int32_t))
 
 }  // namespace sinklab::autodiff
