@@ -159,13 +159,7 @@ struct ReluMLP {
 // What an FFN policy provides: a name and a Module<T> built from (prefix, dim, rng, ffn::Options),
 // called as ffn(tape, x) on [..., dim] → [..., dim].
 template <class P>
-concept Policy = requires { { P::name } -> std::convertible_to<const char*>; } &&
-                 std::constructible_from<typename P::template Module<float>, std::string, int64_t, Rng&,
-                                         const Options&> &&
-                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
-                   { m(t, x) } -> std::same_as<Var<float>>;
-                   m.parameters([](Parameter<float>&) {});
-                 };
+concept Policy = nn::BranchPolicy<P, Options>;
 
 template <class P>
 inline constexpr bool is_policy_v = Policy<P>;

@@ -179,13 +179,7 @@ struct is_gated : std::false_type {};
 // A user's norm is any struct like that (docs/extending.md); it serves as a block norm and as
 // the attention's QK-norm.
 template <class P>
-concept Policy = requires { { P::name } -> std::convertible_to<const char*>; } &&
-                 std::constructible_from<typename P::template Module<float>, std::string, int64_t, Rng&,
-                                         const Options&> &&
-                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
-                   { m(t, x) } -> std::same_as<Var<float>>;
-                   m.parameters([](Parameter<float>&) {});
-                 };
+concept Policy = nn::BranchPolicy<P, Options>;
 
 template <class P>
 inline constexpr bool is_policy_v = Policy<P>;
