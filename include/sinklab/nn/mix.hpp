@@ -253,13 +253,17 @@ struct AnchorMixer {
 
 }  // namespace detail
 
+// At namespace scope (not nested in ResFormer) so that `const Options& = {}` inside ResFormer
+// may use its default member initialisers (clang rejects that for a nested class).
+struct ResFormerOptions {
+  bool learnable = false;  // official: fixed 0.5 / 0.5
+  double lambda1 = 0.5, lambda2 = 0.5;
+};
+
 // Value residual learning (Zhou et al., 2025): V_n = λ₁·V_1 + λ₂·V_n for every layer after the first.
 struct ResFormer {
   static constexpr const char* name = "ResFormer";
-  struct Options {
-    bool learnable = false;  // official: fixed 0.5 / 0.5
-    double lambda1 = 0.5, lambda2 = 0.5;
-  };
+  using Options = ResFormerOptions;
   template <class T>
   struct Module {
     Options opts;
