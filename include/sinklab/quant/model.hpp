@@ -360,7 +360,11 @@ class ModelQuantizer {
 
   void observe_stream(const std::string& point, const Tensor<T>& h) {
     auto [it, fresh] = stream_index_.try_emplace(point, streams_.size());
-    if (fresh) streams_.push_back(StreamStats{.point = point});
+    if (fresh) {
+      StreamStats st;
+      st.point = point;
+      streams_.push_back(std::move(st));
+    }
     StreamStats& st = streams_[it->second];
     const Tensor<T> c = h.contiguous();
     for (int64_t i = 0; i < c.numel(); ++i) {
