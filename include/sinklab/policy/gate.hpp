@@ -19,7 +19,7 @@
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/core/tensor.hpp"
-#include "sinklab/policy/math.hpp"
+#include "sinklab/policy/activation.hpp"
 
 namespace sinklab::gate {
 
@@ -107,13 +107,15 @@ struct SigmoidGate {
 
   // Gate values per head and token: 1 (per_head) or d_head (per_channel).
   static constexpr int64_t channels(int64_t d_head) { return granularity == Granularity::PerHead ? 1 : d_head; }
+  // σ from the activation vocabulary; a gate with another activation overrides these two
+  // (docs/extending.md writes a tanh gate).
   template <class V>
   SINKLAB_HD static V activation(V logit) {
-    return policy::math::sigmoid(logit);
+    return act::Sigmoid::f(logit);
   }
   template <class V>
   SINKLAB_HD static V activation_grad(V logit) {
-    return policy::math::sigmoid_grad(logit);
+    return act::Sigmoid::df(logit);
   }
 };
 }  // namespace detail
