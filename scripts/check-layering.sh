@@ -5,7 +5,11 @@
 #   core                          tensors, shapes, storage, RNG, threads, SIMD vocabulary
 #   io        | policy            file formats (core only) | device-neutral policy math (SINKLAB_HD)
 #   kernels                       loops per device: kernels/cpu/ (and cuda/)
-#   autodiff                      the tape and its ops; each op calls the kernels
+#   autodiff                      the tape and its ops; each op calls the kernels through
+#                                 kernels::backend<Device> only (kernels/backend.hpp): it includes
+#                                 no device's kernel header but kernels/<device>/backend.hpp and
+#                                 never names a device's kernel namespace (kernels::cpu); an op
+#                                 indexes no tensor data itself (no .data()[i], parallel_for, simd::)
 #   nn                            modules and models (attention, norms, FFNs, positions, mixing)
 #   optim | probe | quant         what trains, measures or quantises a model
 #   data                          datasets and batchers
@@ -52,8 +56,25 @@ while IFS= read -r -d '' file; do
       echo "$rel:$line: includes \"$target\", but $layer/ may only include from: ${allowed[$layer]}" >&2
       status=1
     fi
+    if [[ $layer == autodiff && $dep == kernels && $target != sinklab/kernels/backend.hpp &&
+          $target != sinklab/kernels/*/backend.hpp ]]; then
+      echo "$rel:$line: includes \"$target\"; autodiff/ reaches kernels only through kernels::backend<Device> (sinklab/kernels/backend.hpp, sinklab/kernels/<device>/backend.hpp)" >&2
+      status=1
+    fi
   done < <(grep -no '^[[:space:]]*#[[:space:]]*include[[:space:]]*"sinklab/[^"]*"' "$file" |
            sed -E 's/^([0-9]+):.*"(sinklab\/[^"]*)"/\1:\2/')
+  if [[ $layer == autodiff ]]; then
+    while IFS=: read -r line _; do
+      echo "$rel:$line: names kernels::cpu; an op calls kernels::backend<Device> so that it runs on every device" >&2
+      status=1
+    done < <(sed 's|//.*||' "$file" | grep -n 'kernels::cpu\|using namespace kernels' || true)
+    if [[ $rel == include/sinklab/autodiff/ops/* ]]; then
+      while IFS=: read -r line _; do
+        echo "$rel:$line: loops over a tensor's data; that belongs in a kernel (kernels/<device>/), called through kernels::backend<Device>" >&2
+        status=1
+      done < <(sed 's|//.*||' "$file" | grep -n '\.data()\[\|parallel_for\|simd::' || true)
+    fi
+  fi
 done < <(find "$root/include/sinklab" "$root/cuda/include/sinklab" -type f \( -name '*.hpp' -o -name '*.cuh' -o -name '*.h' \) -print0 2>/dev/null)
 
 if [[ $checked -eq 0 ]]; then

@@ -9,15 +9,16 @@
 
 namespace sinklab::autodiff {
 
-template <class T>
+template <class T, class Device = cpu>
 struct Parameter {
   std::string name;
-  Tensor<T> value;
-  Tensor<T> grad;
+  Tensor<T, Device> value;
+  Tensor<T, Device> grad;
   bool requires_grad = true;
 
   Parameter() = default;
-  Parameter(std::string n, Tensor<T> v) : name(std::move(n)), value(std::move(v)), grad(Tensor<T>::zeros(value.shape())) {}
+  Parameter(std::string n, Tensor<T, Device> v)
+      : name(std::move(n)), value(std::move(v)), grad(Tensor<T, Device>::zeros(value.shape())) {}
 
   const Shape& shape() const { return value.shape(); }
   int64_t numel() const { return value.numel(); }

@@ -1,7 +1,9 @@
 // The reverse-mode core: a Tape records nodes (value, gradient, backward function) in
 // creation order, which is a topological order, so backward() is one reverse sweep.
-// Var<T> is a cheap handle (tape, index). A tape is cleared and reused every step:
-// clear() keeps the node array's capacity and tensors return to the storage pool.
+// Var<T, Device> is a cheap handle (tape, index); values and gradients live on Device (cpu by
+// default), and the tape's own arithmetic (gradient sums) runs through kernels::backend<Device>.
+// A tape is cleared and reused every step: clear() keeps the node array's capacity and tensors
+// return to the storage pool.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -14,9 +16,12 @@
 #include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/tensor.hpp"
-#include "sinklab/kernels/cpu/elementwise.hpp"
+#include "sinklab/kernels/backend.hpp"
+#include "sinklab/kernels/cpu/backend.hpp"
 
 namespace sinklab::autodiff {
+
+using kernels::backend;
 
 namespace detail {
 inline int& no_grad_depth() {
@@ -35,18 +40,19 @@ class no_grad {
 };
 inline bool grad_enabled() { return detail::no_grad_depth() == 0; }
 
-template <class T>
+template <class T, class Device = cpu>
 class Tape;
 
-template <class T>
+template <class T, class Device = cpu>
 struct Var {
-  Tape<T>* tape = nullptr;
+  using device_type = Device;
+  Tape<T, Device>* tape = nullptr;
   int32_t id = -1;
 
   bool defined() const { return tape != nullptr; }
-  const Tensor<T>& value() const { return tape->value(*this); }
+  const Tensor<T, Device>& value() const { return tape->value(*this); }
   // The gradient after backward(); undefined when none reached this Var.
-  const Tensor<T>& grad() const { return tape->grad(*this); }
+  const Tensor<T, Device>& grad() const { return tape->grad(*this); }
   const Shape& shape() const { return value().shape(); }
   int64_t size(int axis) const { return value().size(axis); }
   int rank() const { return value().rank(); }
@@ -58,28 +64,30 @@ struct Var {
   }
 };
 
-template <class T>
+template <class T, class Device>
 class Tape {
+  using K = kernels::backend<Device>;
+
  public:
   // Called with the complete gradient of the recorded output; accumulates into the inputs.
-  using Backward = std::function<void(Tape&, const Tensor<T>& grad_out)>;
+  using Backward = std::function<void(Tape&, const Tensor<T, Device>& grad_out)>;
   // A hook sees (and may modify) a Var's complete gradient before it flows further back.
-  using Hook = std::function<void(Tensor<T>& grad)>;
+  using Hook = std::function<void(Tensor<T, Device>& grad)>;
 
   Tape() { nodes_.reserve(256); }
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
 
   // A leaf holding `value`; its gradient is available after backward() when requires_grad.
-  Var<T> leaf(Tensor<T> value, bool requires_grad = true) {
+  Var<T, Device> leaf(Tensor<T, Device> value, bool requires_grad = true) {
     if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), typeid(void));
     Node& n = push(value.contiguous());
     n.requires_grad = requires_grad;
     return last();
   }
-  Var<T> constant(Tensor<T> value) { return leaf(std::move(value), false); }
+  Var<T, Device> constant(Tensor<T, Device> value) { return leaf(std::move(value), false); }
   // A leaf bound to a parameter: shares its value and accumulates into parameter.grad.
-  Var<T> param(Parameter<T>& p) {
+  Var<T, Device> param(Parameter<T, Device>& p) {
     SINKLAB_CHECK(p.value.defined() && p.value.is_contiguous(), "Tape::param: parameter '", p.name,
                   "' must hold a defined, contiguous tensor");
     Node& n = push(p.value);
@@ -94,23 +102,23 @@ class Tape {
 
   // Records the result of an operation. `backward` is kept only if grad is enabled and
   // some input requires grad.
-  Var<T> record(Tensor<T> value, std::initializer_list<Var<T>> inputs, Backward backward) {
+  Var<T, Device> record(Tensor<T, Device> value, std::initializer_list<Var<T, Device>> inputs, Backward backward) {
     return record_from(std::move(value), inputs, std::move(backward));
   }
   // Same, for operations with a run-time number of inputs.
-  Var<T> record(Tensor<T> value, const std::vector<Var<T>>& inputs, Backward backward) {
+  Var<T, Device> record(Tensor<T, Device> value, const std::vector<Var<T, Device>>& inputs, Backward backward) {
     return record_from(std::move(value), inputs, std::move(backward));
   }
 
-  const Tensor<T>& value(Var<T> v) const { return node(v).value; }
-  const Tensor<T>& grad(Var<T> v) const { return node(v).grad; }
-  bool requires_grad(Var<T> v) const { return node(v).requires_grad; }
+  const Tensor<T, Device>& value(Var<T, Device> v) const { return node(v).value; }
+  const Tensor<T, Device>& grad(Var<T, Device> v) const { return node(v).grad; }
+  bool requires_grad(Var<T, Device> v) const { return node(v).requires_grad; }
 
   // Adds `g` into v's gradient. A contiguous `g` is adopted without a copy: a uniquely owned one
   // outright, a shared one (an output's gradient passed on unchanged, as by add and views) as a
   // read-only alias that the first write replaces with a fresh tensor (copy-on-write), so a
   // residual branch costs no gradient copies.
-  void accumulate(Var<T> v, Tensor<T> g) {
+  void accumulate(Var<T, Device> v, Tensor<T, Device> g) {
     Node& n = node(v);
     if (!n.requires_grad) return;
     SINKLAB_CHECK(g.shape() == n.value.shape(), "autodiff: gradient of shape ", g.shape(), " for a value of shape ",
@@ -121,29 +129,29 @@ class Tape {
       n.grad = g.is_contiguous() ? std::move(g) : g.clone();
       return;
     }
-    const Tensor<T> gc = g.contiguous();
+    const Tensor<T, Device> gc = g.contiguous();
     if (n.grad_aliased) {  // sum into a new tensor: the alias belongs to someone else
-      Tensor<T> sum = Tensor<T>::empty(n.value.shape());
-      kernels::cpu::binary(n.grad.data(), gc.data(), sum.data(), gc.numel(), kernels::cpu::fn::Add{});
+      Tensor<T, Device> sum = Tensor<T, Device>::empty(n.value.shape());
+      K::binary(n.grad.data(), gc.data(), sum.data(), gc.numel(), elem::Add{});
       n.grad = std::move(sum);
       n.grad_aliased = false;
       return;
     }
-    kernels::cpu::add_inplace(n.grad.data(), gc.data(), gc.numel());
+    K::add_inplace(n.grad.data(), gc.data(), gc.numel());
   }
   // v's gradient buffer for in-place accumulation (zero-filled on first use).
-  Tensor<T>& grad_buffer(Var<T> v) {
+  Tensor<T, Device>& grad_buffer(Var<T, Device> v) {
     Node& n = writable(v);
-    if (!n.grad.defined()) n.grad = Tensor<T>::zeros(n.value.shape());
+    if (!n.grad.defined()) n.grad = Tensor<T, Device>::zeros(n.value.shape());
     return n.grad;
   }
   // Same, for a kernel that produces a whole gradient (e.g. a GEMM with beta = fresh ? 0 : 1):
   // on first use the buffer is left uninitialised and `fresh` is set, and the kernel must write
   // every element; otherwise it holds earlier contributions and the kernel must add to them.
-  Tensor<T>& grad_buffer(Var<T> v, bool& fresh) {
+  Tensor<T, Device>& grad_buffer(Var<T, Device> v, bool& fresh) {
     Node& n = writable(v);
     fresh = !n.grad.defined();
-    if (fresh) n.grad = Tensor<T>::empty(n.value.shape());
+    if (fresh) n.grad = Tensor<T, Device>::empty(n.value.shape());
     return n.grad;
   }
 
@@ -154,18 +162,18 @@ class Tape {
   struct GradTarget {
     T* out;
     const T* prior;
-    Tensor<T> keep;
+    Tensor<T, Device> keep;
   };
-  GradTarget grad_target(Var<T> v) {
+  GradTarget grad_target(Var<T, Device> v) {
     Node& n = node(v);
     n.reached = true;
     if (!n.grad.defined()) {
-      n.grad = Tensor<T>::empty(n.value.shape());
+      n.grad = Tensor<T, Device>::empty(n.value.shape());
       return {n.grad.data(), nullptr, {}};
     }
     if (n.grad_aliased) {
-      Tensor<T> prior = std::move(n.grad);
-      n.grad = Tensor<T>::empty(n.value.shape());
+      Tensor<T, Device> prior = std::move(n.grad);
+      n.grad = Tensor<T, Device>::empty(n.value.shape());
       n.grad_aliased = false;
       return {n.grad.data(), prior.data(), prior};
     }
@@ -173,19 +181,19 @@ class Tape {
   }
 
   template <class F>
-  void register_hook(Var<T> v, F&& f) {
+  void register_hook(Var<T, Device> v, F&& f) {
     Node& n = node(v);
     hooks_.push_back({Hook(std::forward<F>(f)), n.hook});
     n.hook = static_cast<int32_t>(hooks_.size() - 1);
   }
 
   // Back-propagates from a scalar root (seed 1).
-  void backward(Var<T> root) {
+  void backward(Var<T, Device> root) {
     SINKLAB_CHECK(node(root).value.numel() == 1, "Tape::backward: root has shape ", node(root).value.shape(),
                   "; pass a seed gradient for non-scalar roots");
-    backward(root, Tensor<T>::ones(node(root).value.shape()));
+    backward(root, Tensor<T, Device>::ones(node(root).value.shape()));
   }
-  void backward(Var<T> root, Tensor<T> seed) {
+  void backward(Var<T, Device> root, Tensor<T, Device> seed) {
     Node& r = node(root);
     SINKLAB_CHECK(r.requires_grad, "Tape::backward: the root does not depend on anything that requires grad");
     accumulate(root, std::move(seed));
@@ -218,8 +226,8 @@ class Tape {
 
  private:
   struct Node {
-    Tensor<T> value;
-    Tensor<T> grad;
+    Tensor<T, Device> value;
+    Tensor<T, Device> grad;
     Backward backward;
     bool requires_grad = false;
     bool reached = false;
@@ -237,7 +245,7 @@ class Tape {
     n.grad_aliased = false;
   }
   // v's node, reached, with a gradient (if any) that may be written in place.
-  Node& writable(Var<T> v) {
+  Node& writable(Var<T, Device> v) {
     Node& n = node(v);
     n.reached = true;
     unalias(n);
@@ -245,10 +253,10 @@ class Tape {
   }
 
   template <class Inputs>
-  Var<T> record_from(Tensor<T> value, const Inputs& inputs, Backward backward) {
+  Var<T, Device> record_from(Tensor<T, Device> value, const Inputs& inputs, Backward backward) {
     bool rg = false;
     if (grad_enabled())
-      for (const Var<T>& v : inputs) {
+      for (const Var<T, Device>& v : inputs) {
         check_same_tape(v);
         rg = rg || nodes_[v.id].requires_grad;
       }
@@ -259,22 +267,22 @@ class Tape {
     return last();
   }
 
-  Node& push(Tensor<T> value) {
+  Node& push(Tensor<T, Device> value) {
     SINKLAB_CHECK(value.defined(), "autodiff: recording an undefined tensor");
     nodes_.push_back(Node{std::move(value), {}, {}, false, false, -1});
     return nodes_.back();
   }
-  Var<T> last() { return Var<T>{this, static_cast<int32_t>(nodes_.size() - 1)}; }
-  void check_same_tape(Var<T> v) const {
+  Var<T, Device> last() { return Var<T, Device>{this, static_cast<int32_t>(nodes_.size() - 1)}; }
+  void check_same_tape(Var<T, Device> v) const {
     SINKLAB_CHECK(v.tape == this, "autodiff: an operation mixes Vars from different tapes (or an undefined Var)");
   }
-  Node& node(Var<T> v) {
+  Node& node(Var<T, Device> v) {
     check_same_tape(v);
     SINKLAB_CHECK(v.id >= 0 && v.id < static_cast<int32_t>(nodes_.size()), "autodiff: Var id ", v.id,
                   " is not on this tape (was the tape cleared?)");
     return nodes_[v.id];
   }
-  const Node& node(Var<T> v) const { return const_cast<Tape*>(this)->node(v); }
+  const Node& node(Var<T, Device> v) const { return const_cast<Tape*>(this)->node(v); }
 
   std::vector<Node> nodes_;
   std::vector<HookEntry> hooks_;

@@ -12,12 +12,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
+
+#include "sinklab/core/device.hpp"
+#include "sinklab/core/parallel.hpp"
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -139,5 +144,69 @@ std::shared_ptr<T[]> allocate_host(std::size_t n) {
   T* p = static_cast<T*>(BlockPool::instance().acquire(bytes));
   return std::shared_ptr<T[]>(p, [bytes](T* q) { BlockPool::instance().release(q, bytes); });
 }
+
+// The cpu's memory: pooled host buffers, memcpy and std::fill. A device whose memory the host
+// may read (a test device, say) can reuse it by deriving from it.
+template <>
+struct memory<cpu> {
+  template <class T>
+  static std::shared_ptr<T[]> allocate(std::size_t n) {
+    return allocate_host<T>(n);
+  }
+  template <class T>
+  static void copy(T* dst, const T* src, std::size_t n) {
+    if (n) std::memcpy(dst, src, sizeof(T) * n);
+  }
+  // Large fills (zeroed outputs, gradient buffers) run on every thread: one core's store
+  // bandwidth is half the machine's.
+  template <class T>
+  static void fill(T* dst, std::size_t n, T v) {
+    parallel_for(0, static_cast<int64_t>(n), int64_t{1} << 15,
+                 [dst, v](int64_t lo, int64_t hi) { std::fill(dst + lo, dst + hi, v); });
+  }
+  template <class T>
+  static void to_host(T* host, const T* src, std::size_t n) {
+    copy(host, src, n);
+  }
+  template <class T>
+  static void from_host(T* dst, const T* host, std::size_t n) {
+    copy(dst, host, n);
+  }
+  // dst (dense) ← the elements of src at the given strides, in row-major order.
+  template <class T>
+  static void gather(T* dst, const T* src, const int64_t* shape, const int64_t* strides, int rank) {
+    visit_offsets(shape, strides, rank, [&](int64_t k, int64_t o) { dst[k] = src[o]; });
+  }
+  // The elements of dst at the given strides ← src (dense), in row-major order.
+  template <class T>
+  static void scatter(T* dst, const T* src, const int64_t* shape, const int64_t* strides, int rank) {
+    visit_offsets(shape, strides, rank, [&](int64_t k, int64_t o) { dst[o] = src[k]; });
+  }
+
+  static constexpr int kMaxDims = 8;
+  // f(k, offset) for the k-th element in row-major order at its strided offset.
+  template <class F>
+  static void visit_offsets(const int64_t* shape, const int64_t* strides, int rank, F&& f) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= shape[d];
+    if (rank == 0) {
+      f(int64_t{0}, int64_t{0});
+      return;
+    }
+    int64_t idx[kMaxDims] = {};
+    int64_t off = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      f(k, off);
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < shape[d]) {
+          off += strides[d];
+          break;
+        }
+        off -= (shape[d] - 1) * strides[d];
+        idx[d] = 0;
+      }
+    }
+  }
+};
 
 }  // namespace sinklab

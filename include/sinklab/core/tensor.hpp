@@ -1,5 +1,9 @@
 // Tensor<T, Device>: dense, row-major, rank 0-4, shared storage, cheap strided views.
 //
+// The Device's memory<Device> (core/device.hpp) allocates, copies and fills; nothing here touches an
+// element except through it, so the same class holds cpu and device buffers. Element access by
+// index (operator(), arange, to<U>) needs memory the host can read.
+//
 // Copies of a Tensor share storage (like a shared_ptr); clone() makes a deep copy.
 // Views (slice, select, transpose, view) share storage and may be non-contiguous;
 // kernels call contiguous(), which copies only when it has to.
@@ -24,8 +28,7 @@ namespace sinklab {
 
 template <class T, class Device = cpu>
 class Tensor {
-  static_assert(std::is_same_v<Device, cpu>,
-                "Tensor<T, cuda> lives in the CUDA backend (cuda/); include it from there");
+  using Memory = memory<Device>;
   static_assert(std::is_arithmetic_v<T>, "Tensor element type must be arithmetic");
 
  public:
@@ -42,7 +45,7 @@ class Tensor {
     Tensor t;
     t.shape_ = shape;
     t.strides_ = contiguous_strides(shape);
-    t.storage_ = allocate_host<T>(static_cast<std::size_t>(std::max<int64_t>(shape.numel(), 1)));
+    t.storage_ = Memory::template allocate<T>(static_cast<std::size_t>(std::max<int64_t>(shape.numel(), 1)));
     return t;
   }
   static Tensor zeros(const Shape& shape) { return Tensor(shape); }
@@ -57,7 +60,7 @@ class Tensor {
     SINKLAB_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "Tensor::from: ", values.size(),
                   " values for shape ", shape, " (expected ", shape.numel(), ")");
     Tensor t = empty(shape);
-    std::copy(values.begin(), values.end(), t.data());
+    Memory::from_host(t.data(), values.data(), values.size());
     return t;
   }
   static Tensor from(const Shape& shape, std::initializer_list<T> values) {
@@ -65,10 +68,9 @@ class Tensor {
   }
   // Consecutive values start, start+1, ... (handy in tests).
   static Tensor arange(const Shape& shape, T start = T(0)) {
-    Tensor t = empty(shape);
-    T* p = t.data();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = start + static_cast<T>(i);
-    return t;
+    std::vector<T> v(static_cast<std::size_t>(shape.numel()));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<T>(i);
+    return from(shape, v);
   }
 
   bool defined() const { return static_cast<bool>(storage_); }
@@ -95,28 +97,28 @@ class Tensor {
   const T* data() const { return storage_.get() + offset_; }
 
   template <class... I>
+    requires HostDevice<Device>
   T& operator()(I... idx) {
     return data()[index_of(idx...)];
   }
   template <class... I>
+    requires HostDevice<Device>
   const T& operator()(I... idx) const {
     return data()[index_of(idx...)];
   }
-  // Value of a one-element tensor.
+  // Value of a one-element tensor (copied to the host).
   T item() const {
     SINKLAB_CHECK(numel() == 1, "Tensor::item: tensor of shape ", shape_, " has ", numel(), " elements, expected 1");
-    return *data();
+    T v;
+    Memory::to_host(&v, data(), 1);
+    return v;
   }
 
   void fill(T v) {
-    if (is_contiguous()) {
-      // Large fills (zeroed outputs, gradient buffers) on every thread: one core's store bandwidth
-      // is half the machine's.
-      T* p = data();
-      parallel_for(0, numel(), int64_t{1} << 15, [p, v](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, v); });
-    } else {
-      for_each_offset([&](int64_t o) { data()[o] = v; });
-    }
+    if (is_contiguous())
+      Memory::fill(data(), static_cast<std::size_t>(numel()), v);
+    else
+      copy_from(full(shape_, v));
   }
 
   // Same data, new shape; requires a contiguous tensor (see reshape()).
@@ -180,13 +182,12 @@ class Tensor {
     if (is_contiguous()) {
       src.copy_to_contiguous(data());
     } else {
-      Tensor c = src.contiguous();
-      const T* s = c.data();
-      int64_t k = 0;
-      for_each_offset([&](int64_t o) { data()[o] = s[k++]; });
+      const Tensor c = src.contiguous();
+      Memory::scatter(data(), c.data(), shape_.begin(), strides_.data(), rank());
     }
   }
   template <class U>
+    requires HostDevice<Device>
   Tensor<U, Device> to() const {
     Tensor<U, Device> out = Tensor<U, Device>::empty(shape_);
     Tensor c = contiguous();
@@ -196,8 +197,10 @@ class Tensor {
     return out;
   }
   std::vector<T> to_vector() const {
-    Tensor c = contiguous();
-    return std::vector<T>(c.data(), c.data() + numel());
+    const Tensor c = contiguous();
+    std::vector<T> v(static_cast<std::size_t>(numel()));
+    Memory::to_host(v.data(), c.data(), v.size());
+    return v;
   }
 
   // Visits the storage offset (relative to data()) of every element in row-major order.
@@ -240,13 +243,10 @@ class Tensor {
     return off;
   }
   void copy_to_contiguous(T* dst) const {
-    if (is_contiguous()) {
-      std::memcpy(dst, data(), sizeof(T) * static_cast<std::size_t>(numel()));
-      return;
-    }
-    const T* s = data();
-    int64_t k = 0;
-    for_each_offset([&](int64_t o) { dst[k++] = s[o]; });
+    if (is_contiguous())
+      Memory::copy(dst, data(), static_cast<std::size_t>(numel()));
+    else
+      Memory::gather(dst, data(), shape_.begin(), strides_.data(), rank());
   }
 
   std::shared_ptr<T[]> storage_;
@@ -258,8 +258,8 @@ class Tensor {
   friend class Tensor;
 };
 
-template <class T>
-std::ostream& operator<<(std::ostream& os, const Tensor<T>& t) {
+template <class T, class Device>
+std::ostream& operator<<(std::ostream& os, const Tensor<T, Device>& t) {
   os << "Tensor" << t.shape() << " {";
   auto v = t.to_vector();
   for (std::size_t i = 0; i < v.size() && i < 16; ++i) os << (i ? ", " : "") << v[i];

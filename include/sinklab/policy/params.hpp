@@ -3,6 +3,9 @@
 // Convention (all of score::, value::, gate:: follow it):
 //   - P::Params<T> is a plain struct holding the policy's learnable tensors (for example the
 //     sink logits [H] of score::SoftmaxSink). Policies without parameters use NoParams<T>.
+//     A policy whose tensors may live on any device declares Params<T, Device = cpu> (and
+//     make_params<T, Device = cpu>) with Tensor<T, Device> members; params_t<P, T, Device>
+//     picks that, and falls back to Params<T> (host tensors, for host-memory devices).
 //   - Params<T>::parameters(visitor) calls visitor(name, tensor) once per tensor, with `name`
 //     a string literal ("sink_logit", "theta") and `tensor` a Tensor<T>& (const& on a const
 //     Params). Optimisers, checkpoints and probes walk parameters only through this.
@@ -29,6 +32,17 @@ struct NoParams {
   template <class F>
   void parameters(F&&) const {}
 };
+
+// Params<T, Device> when the policy declares its tensors per device, otherwise Params<T>.
+template <class P, class T, class Device>
+auto params_of() {
+  if constexpr (requires { typename P::template Params<T, Device>; })
+    return typename P::template Params<T, Device>{};
+  else
+    return typename P::template Params<T>{};
+}
+template <class P, class T, class Device = cpu>
+using params_t = decltype(params_of<P, T, Device>());
 
 // A Params<T> of the same shapes, filled with zeros (gradient accumulators).
 template <class P>

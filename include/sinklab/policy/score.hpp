@@ -1,6 +1,6 @@
 // score:: — how attention turns scaled logits s_ij = (q_i·k_j)/√d_head into the weights a_ij
 // that aggregate the values, o_i = Σ_j a_ij v_j (the 1/√d_head scale is applied to q·k before
-// any score function, as in every paper here; kernels::cpu::AttentionOptions::scale overrides it).
+// any score function, as in every paper here; kernels::AttentionOptions::scale overrides it).
 //
 // Two families, which the fused kernels stream differently:
 //   Normalised (softmax family): p_ij = e^{s_ij} / (Σ_k e^{s_ik} [+ e^{S_h}]), a_ij = weight(p_ij).
@@ -97,9 +97,9 @@ struct SoftmaxSink : Softmax {
   static constexpr const char* name = "softmax_sink";
   double init_logit = 0.0;
 
-  template <class T>
+  template <class T, class Device = cpu>
   struct Params {
-    Tensor<T> sink_logit;  // [H]
+    Tensor<T, Device> sink_logit;  // [H]
     template <class F>
     void parameters(F&& f) {
       f("sink_logit", sink_logit);
@@ -113,16 +113,16 @@ struct SoftmaxSink : Softmax {
   struct Args {
     const T* sink_logit = nullptr;  // [H]
   };
-  template <class T>
-  Params<T> make_params(int64_t heads) const {
-    return {Tensor<T>::full({heads}, static_cast<T>(init_logit))};
+  template <class T, class Device = cpu>
+  Params<T, Device> make_params(int64_t heads) const {
+    return {Tensor<T, Device>::full({heads}, static_cast<T>(init_logit))};
   }
-  template <class T>
-  Args<T> args(const Params<T>& p) const {
+  template <class T, class Device>
+  Args<T> args(const Params<T, Device>& p) const {
     return {p.sink_logit.data()};
   }
-  template <class T>
-  void check_params(const Params<T>& p, int64_t heads, const char* where) const {
+  template <class T, class Device>
+  void check_params(const Params<T, Device>& p, int64_t heads, const char* where) const {
     SINKLAB_CHECK(p.sink_logit.defined() && p.sink_logit.rank() == 1 && p.sink_logit.size(0) == heads &&
                       p.sink_logit.is_contiguous(),
                   where, ": sink_logit of shape ", p.sink_logit.defined() ? p.sink_logit.shape() : Shape{},
@@ -141,8 +141,8 @@ struct SoftmaxSink : Softmax {
     using std::exp;
     return lse == T(-std::numeric_limits<double>::infinity()) ? T(0) : -exp(a.sink_logit[head] - lse) * D;
   }
-  template <class T>
-  void add_param_grad(Params<T>& grads, int64_t head, double g) const {
+  template <class T, HostDevice Device>
+  void add_param_grad(Params<T, Device>& grads, int64_t head, double g) const {
     grads.sink_logit.data()[head] += static_cast<T>(g);
   }
 };
@@ -333,7 +333,7 @@ concept HasLogitsTransform = requires(const S& s, double x) {
   { s.logits_grad(x) } -> std::convertible_to<double>;
 };
 
-template <class S, class T>
-using params_t = typename S::template Params<T>;
+template <class S, class T, class Device = cpu>
+using params_t = policy::params_t<S, T, Device>;
 
 }  // namespace sinklab::score

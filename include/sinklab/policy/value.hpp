@@ -51,9 +51,9 @@ struct VScale {
   double c_scale = 0.02;
   double init_theta = 0.0;
 
-  template <class T>
+  template <class T, class Device = cpu>
   struct Params {
-    Tensor<T> theta;  // [H_kv]
+    Tensor<T, Device> theta;  // [H_kv]
     template <class F>
     void parameters(F&& f) {
       f("theta", theta);
@@ -67,16 +67,16 @@ struct VScale {
   struct Args {
     const T* theta = nullptr;  // [H_kv]
   };
-  template <class T>
-  Params<T> make_params(int64_t kv_heads) const {
-    return {Tensor<T>::full({kv_heads}, static_cast<T>(init_theta))};
+  template <class T, class Device = cpu>
+  Params<T, Device> make_params(int64_t kv_heads) const {
+    return {Tensor<T, Device>::full({kv_heads}, static_cast<T>(init_theta))};
   }
-  template <class T>
-  Args<T> args(const Params<T>& p) const {
+  template <class T, class Device>
+  Args<T> args(const Params<T, Device>& p) const {
     return {p.theta.data()};
   }
-  template <class T>
-  void check_params(const Params<T>& p, int64_t kv_heads, const char* where) const {
+  template <class T, class Device>
+  void check_params(const Params<T, Device>& p, int64_t kv_heads, const char* where) const {
     SINKLAB_CHECK(p.theta.defined() && p.theta.rank() == 1 && p.theta.size(0) == kv_heads && p.theta.is_contiguous(),
                   where, ": theta of shape ", p.theta.defined() ? p.theta.shape() : Shape{},
                   " must be a contiguous [H_kv] = [", kv_heads, "]");
@@ -104,8 +104,8 @@ struct VScale {
     for (int64_t c = 0; c < d; ++c) dv[c] = p * dvhat[c] + two_dphi_vg * v[c];
     return vg * dphi_dC(r, C) * C;
   }
-  template <class T>
-  void add_param_grad(Params<T>& grads, int64_t hk, double g) const {
+  template <class T, HostDevice Device>
+  void add_param_grad(Params<T, Device>& grads, int64_t hk, double g) const {
     grads.theta.data()[hk] += static_cast<T>(g);
   }
 
@@ -147,5 +147,8 @@ concept Policy = requires(const P& v, const typename P::template Params<double>&
 
 template <class P>
 inline constexpr bool is_policy_v = Policy<P>;
+
+template <class P, class T, class Device = cpu>
+using params_t = policy::params_t<P, T, Device>;
 
 }  // namespace sinklab::value

@@ -10,31 +10,29 @@
 // kernels run and the recorder receives weights, logits, lse, value norms, gate values and,
 // after the backward, the gradients at q, k and v.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "sinklab/autodiff/ops/rope.hpp"
 #include "sinklab/core/extern_template.hpp"
 #include "sinklab/autodiff/tape.hpp"
-#include "sinklab/kernels/cpu/attention.hpp"
 #include "sinklab/policy/compose.hpp"
 
 namespace sinklab::autodiff {
 
 // What one attention call hands to diagnostics (the latest call is kept).
-template <class T>
+template <class T, class D = cpu>
 struct AttentionRecorder {
-  Tensor<T> weights;  // [B, H, T, S] attention weights that multiply the values (0 at masked keys)
-  Tensor<T> logits;   // [B, H, T, S] scaled logits q·k/√d before normalisation (−inf at masked keys)
-  Tensor<T> lse;      // [B, H, T] row logsumexp of the softmax family (includes the sink)
+  Tensor<T, D> weights;  // [B, H, T, S] attention weights that multiply the values (0 at masked keys)
+  Tensor<T, D> logits;   // [B, H, T, S] scaled logits q·k/√d before normalisation (−inf at masked keys)
+  Tensor<T, D> lse;      // [B, H, T] row logsumexp of the softmax family (includes the sink)
 
-  Tensor<T> values;                   // [B, H_kv, S, d]  v before the value transform (for ‖W_O v_s‖)
-  Tensor<T> output;                   // [B, T, D]  the layer's output, i.e. the attention update U (the layer fills it)
-  Tensor<T> value_norms;              // [B, H_kv, S]  |v_j|
-  Tensor<T> transformed_value_norms;  // [B, H_kv, S]  |v̂_j| after the value transform and value gate
-  Tensor<T> gate_values;              // [B, heads, tokens, G] the gate's activation of its logits (σ)
-  Tensor<T> grad_q, grad_k, grad_v;   // gradients at q, k, v
+  Tensor<T, D> values;                   // [B, H_kv, S, d]  v before the value transform (for ‖W_O v_s‖)
+  Tensor<T, D> output;                   // [B, T, D]  the layer's output, i.e. the attention update U (the layer fills it)
+  Tensor<T, D> value_norms;              // [B, H_kv, S]  |v_j|
+  Tensor<T, D> transformed_value_norms;  // [B, H_kv, S]  |v̂_j| after the value transform and value gate
+  Tensor<T, D> gate_values;              // [B, heads, tokens, G] the gate's activation of its logits (σ)
+  Tensor<T, D> grad_q, grad_k, grad_v;   // gradients at q, k, v
 
   int64_t calls = 0;  // forward calls recorded
 };
@@ -42,7 +40,7 @@ struct AttentionRecorder {
 // The policies and their learnable tensors for one call. score_params / value_params hold the
 // current values of the policies' Params<T>; score_vars / value_vars are the same tensors bound
 // on the tape, in visiting order (their gradients go there).
-template <class Score, class Gate, class Value, class Mask, class T>
+template <class Score, class Gate, class Value, class Mask, class T, class D = cpu>
 struct AttentionCall {
   static_assert(policy::check_attention_policies<Score, Gate, Value, Mask>());
   static constexpr bool gate_on_values = gate::applied_at<Gate, gate::Placement::OnValues>();
@@ -52,79 +50,63 @@ struct AttentionCall {
   Gate gate{};
   Value value{};
   Mask mask{};
-  score::params_t<Score, T> score_params{};
-  typename Value::template Params<T> value_params{};
-  std::vector<Var<T>> score_vars, value_vars;
-  kernels::cpu::AttentionOptions options{};
-  AttentionRecorder<T>* recorder = nullptr;  // non-null: the materialised kernels, recorded
+  score::params_t<Score, T, D> score_params{};
+  value::params_t<Value, T, D> value_params{};
+  std::vector<Var<T, D>> score_vars, value_vars;
+  kernels::AttentionOptions options{};
+  AttentionRecorder<T, D>* recorder = nullptr;  // non-null: the materialised kernels, recorded
 };
-
-namespace detail {
-// |x_j| per row of [B, heads, L, d] → [B, heads, L].
-template <class T>
-Tensor<T> row_norms(const Tensor<T>& x) {
-  const int64_t rows = x.numel() / x.size(3), d = x.size(3);
-  Tensor<T> n = Tensor<T>::empty({x.size(0), x.size(1), x.size(2)});
-  for (int64_t r = 0; r < rows; ++r) n.data()[r] = std::sqrt(simd::dot(x.data() + r * d, x.data() + r * d, d));
-  return n;
-}
-}  // namespace detail
 
 // q [B, H, T, d], k and v [B, H_kv, S, d], gate logits [B, gate heads, T or S, G] (undefined
 // without a gate) → o' [B, H, T, d].
-template <class Score, class Gate, class Value, class Mask, class T>
-Var<T> attention(const AttentionCall<Score, Gate, Value, Mask, T>& c, Var<T> q_, Var<T> k_, Var<T> v_, Var<T> gate_) {
-  using namespace kernels::cpu;
-  using Call = AttentionCall<Score, Gate, Value, Mask, T>;
-  Tape<T>& tape = *q_.tape;
-  AttentionRecorder<T>* rec = c.recorder;
+template <class Score, class Gate, class Value, class Mask, class T, class D>
+Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<T, D> q_, Var<T, D> k_, Var<T, D> v_, Var<T, D> gate_) {
+  using K = backend<D>;
+  using Call = AttentionCall<Score, Gate, Value, Mask, T, D>;
+  Tape<T, D>& tape = *q_.tape;
+  AttentionRecorder<T, D>* rec = c.recorder;
 
-  const Tensor<T> q = q_.value(), k = k_.value(), v = v_.value();
-  const Tensor<T> g = Gate::enabled ? gate_.value() : Tensor<T>{};
-  const Tensor<T> vhat = value_transform_forward(c.value, v, c.value_params);
-  Tensor<T> vt = vhat;
-  if constexpr (Call::gate_on_values) vt = gate_forward(c.gate, vhat, g);
-  AttentionForward<T> fwd;
+  const Tensor<T, D> q = q_.value(), k = k_.value(), v = v_.value();
+  const Tensor<T, D> g = Gate::enabled ? gate_.value() : Tensor<T, D>{};
+  const Tensor<T, D> vhat = K::value_transform_forward(c.value, v, c.value_params);
+  Tensor<T, D> vt = vhat;
+  if constexpr (Call::gate_on_values) vt = K::gate_forward(c.gate, vhat, g);
+  typename K::template AttentionForward<T, D> fwd;
   if (rec) {
-    fwd = attention_reference_forward(c.score, c.mask, q, k, vt, c.score_params, c.options, &rec->weights,
-                                      &rec->logits);
+    fwd = K::attention_reference_forward(c.score, c.mask, q, k, vt, c.score_params, c.options, &rec->weights,
+                                         &rec->logits);
     rec->lse = fwd.lse;
     ++rec->calls;
     rec->values = v;
-    rec->value_norms = detail::row_norms(v);
-    rec->transformed_value_norms = detail::row_norms(vt);
-    if constexpr (Gate::enabled) {
-      const Tensor<T> gc = g.contiguous();
-      Tensor<T> s = Tensor<T>::empty(g.shape());
-      for (int64_t i = 0; i < g.numel(); ++i) s.data()[i] = Gate::activation(gc.data()[i]);
-      rec->gate_values = s;
-    }
+    rec->value_norms = K::row_norms(v);
+    rec->transformed_value_norms = K::row_norms(vt);
+    if constexpr (Gate::enabled) rec->gate_values = K::gate_values(c.gate, g);
   } else {
-    fwd = attention_fused_forward(c.score, c.mask, q, k, vt, c.score_params, c.options);
+    fwd = K::attention_fused_forward(c.score, c.mask, q, k, vt, c.score_params, c.options);
   }
-  Tensor<T> out = fwd.out;
-  if constexpr (Call::gate_on_output) out = gate_forward(c.gate, fwd.out, g);
+  Tensor<T, D> out = fwd.out;
+  if constexpr (Call::gate_on_output) out = K::gate_forward(c.gate, fwd.out, g);
 
-  std::vector<Var<T>> inputs{q_, k_, v_};
+  std::vector<Var<T, D>> inputs{q_, k_, v_};
   if constexpr (Gate::enabled) inputs.push_back(gate_);
   inputs.insert(inputs.end(), c.score_vars.begin(), c.score_vars.end());
   inputs.insert(inputs.end(), c.value_vars.begin(), c.value_vars.end());
-  return tape.record(out, inputs, [=](Tape<T>& t, const Tensor<T>& dout) {
-    Tensor<T> d_core = dout, dgate;
+  return tape.record(out, inputs, [=](Tape<T, D>& t, const Tensor<T, D>& dout) {
+    Tensor<T, D> d_core = dout, dgate;
     if constexpr (Call::gate_on_output) {
-      GateGrads<T> gg = gate_backward(c.gate, fwd.out, g, dout);
+      auto gg = K::gate_backward(c.gate, fwd.out, g, dout);
       d_core = gg.dx;
       dgate = gg.dlogit;
     }
-    auto grads = rec ? attention_reference_backward(c.score, c.mask, q, k, vt, c.score_params, d_core, c.options)
-                     : attention_fused_backward(c.score, c.mask, q, k, vt, c.score_params, fwd, d_core, c.options);
-    Tensor<T> dvhat = grads.dv;
+    auto grads = rec ? K::attention_reference_backward(c.score, c.mask, q, k, vt, c.score_params, d_core, c.options)
+                     : K::attention_fused_backward(c.score, c.mask, q, k, vt, c.score_params, fwd, d_core, c.options);
+    Tensor<T, D> dvhat = grads.dv;
     if constexpr (Call::gate_on_values) {
-      GateGrads<T> gg = gate_backward(c.gate, vhat, g, grads.dv);
+      auto gg = K::gate_backward(c.gate, vhat, g, grads.dv);
       dvhat = gg.dx;
       dgate = gg.dlogit;
     }
-    auto vg = value_transform_backward(c.value, v, c.value_params, dvhat);
+    auto vg = K::value_transform_backward(c.value, v, c.value_params, dvhat);
     if (rec) {
       rec->grad_q = grads.dq;
       rec->grad_k = grads.dk;
@@ -135,8 +117,8 @@ Var<T> attention(const AttentionCall<Score, Gate, Value, Mask, T>& c, Var<T> q_,
     t.accumulate(inputs[2], vg.dv);
     std::size_t i = 3;
     if constexpr (Gate::enabled) t.accumulate(inputs[i++], dgate);
-    grads.dscore.parameters([&](const char*, Tensor<T>& d) { t.accumulate(inputs[i++], d); });
-    vg.dparams.parameters([&](const char*, Tensor<T>& d) { t.accumulate(inputs[i++], d); });
+    grads.dscore.parameters([&](const char*, Tensor<T, D>& d) { t.accumulate(inputs[i++], d); });
+    vg.dparams.parameters([&](const char*, Tensor<T, D>& d) { t.accumulate(inputs[i++], d); });
   });
 }
 
@@ -144,47 +126,47 @@ Var<T> attention(const AttentionCall<Score, Gate, Value, Mask, T>& c, Var<T> q_,
 // into head-major copies when `rope` is given, else read in place like v), its output written as
 // [B, T, H·d]: no split or merge copies forward, and backward one pass that writes each element
 // of qkv's gradient once. Fused only (no gate, value transform or recorder).
-template <class Score, class Gate, class Value, class Mask, class T>
-Var<T> attention_from_projection(const AttentionCall<Score, Gate, Value, Mask, T>& c, Var<T> qkv, int64_t H,
-                                 int64_t Hkv, int64_t dh, const RopeTable<T>* rope_table) {
+template <class Score, class Gate, class Value, class Mask, class T, class D>
+Var<T, D> attention_from_projection(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<T, D> qkv, int64_t H,
+                                 int64_t Hkv, int64_t dh, const RopeTable<T, D>* rope_table) {
   static_assert(!Gate::enabled && Value::identity,
                 "attention_from_projection: the in-place path has no gate and no value transform");
-  using namespace kernels::cpu;
+  using K = backend<D>;
   SINKLAB_CHECK(c.recorder == nullptr, "attention_from_projection: a recorder needs autodiff::attention");
-  Tape<T>& tape = *qkv.tape;
-  const Tensor<T> x = qkv.value().contiguous();
+  Tape<T, D>& tape = *qkv.tape;
+  const Tensor<T, D> x = qkv.value().contiguous();
   const int64_t B = x.size(0), L = x.size(1), N = x.size(2);
   SINKLAB_CHECK(N == (H + 2 * Hkv) * dh, "attention_from_projection: projection of shape ", x.shape(), " for ", H,
                 " heads and ", Hkv, " kv heads of ", dh);
   // Heads [h0, h0 + n) of a token-major [B, L, N] tensor as a [B, n, L, d] view.
-  auto heads = [B, L, d = dh](const Tensor<T>& t, int64_t h0, int64_t n) {
+  auto heads = [B, L, d = dh](const Tensor<T, D>& t, int64_t h0, int64_t n) {
     return t.view({B, L, t.size(2) / d, d}).slice(2, h0, h0 + n).transpose(1, 2);
   };
   const bool rope = rope_table != nullptr;
-  const Tensor<T> cs = rope ? rope_table->cos : Tensor<T>{}, sn = rope ? rope_table->sin : Tensor<T>{};
+  const Tensor<T, D> cs = rope ? rope_table->cos : Tensor<T, D>{}, sn = rope ? rope_table->sin : Tensor<T, D>{};
   auto rotated = [&](int64_t h0, int64_t n) {
-    Tensor<T> y = Tensor<T>::empty({B, n, L, dh});
-    rope_gather(x.data(), B, L, N, h0 * dh, n, dh, cs.data(), sn.data(), int64_t{0}, y.data());
+    Tensor<T, D> y = Tensor<T, D>::empty({B, n, L, dh});
+    K::rope_gather(x.data(), B, L, N, h0 * dh, n, dh, cs.data(), sn.data(), int64_t{0}, y.data());
     return y;
   };
-  const Tensor<T> q = rope ? rotated(0, H) : heads(x, 0, H), k = rope ? rotated(H, Hkv) : heads(x, H, Hkv);
-  const Tensor<T> v = heads(x, H + Hkv, Hkv);
-  Tensor<T> y = Tensor<T>::empty({B, L, H * dh});
-  const AttentionForward<T> fwd =
-      attention_fused_forward(c.score, c.mask, q, k, v, c.score_params, c.options, heads(y, 0, H));
+  const Tensor<T, D> q = rope ? rotated(0, H) : heads(x, 0, H), k = rope ? rotated(H, Hkv) : heads(x, H, Hkv);
+  const Tensor<T, D> v = heads(x, H + Hkv, Hkv);
+  Tensor<T, D> y = Tensor<T, D>::empty({B, L, H * dh});
+  const typename K::template AttentionForward<T, D> fwd =
+      K::attention_fused_forward(c.score, c.mask, q, k, v, c.score_params, c.options, heads(y, 0, H));
 
-  std::vector<Var<T>> inputs{qkv};
+  std::vector<Var<T, D>> inputs{qkv};
   inputs.insert(inputs.end(), c.score_vars.begin(), c.score_vars.end());
   const int64_t d = dh;
-  return tape.record(y, inputs, [=](Tape<T>& t, const Tensor<T>& g) {
+  return tape.record(y, inputs, [=](Tape<T, D>& t, const Tensor<T, D>& g) {
     auto grads =
-        attention_fused_backward(c.score, c.mask, q, k, v, c.score_params, fwd, heads(g.contiguous(), 0, H), c.options);
-    Tensor<T> gx = Tensor<T>::empty({B, L, N});
-    heads_grad_to_projection(grads.dq.data(), grads.dk.data(), grads.dv.data(), B, L, H, Hkv, d,
+        K::attention_fused_backward(c.score, c.mask, q, k, v, c.score_params, fwd, heads(g.contiguous(), 0, H), c.options);
+    Tensor<T, D> gx = Tensor<T, D>::empty({B, L, N});
+    K::heads_grad_to_projection(grads.dq.data(), grads.dk.data(), grads.dv.data(), B, L, H, Hkv, d,
                              rope ? cs.data() : nullptr, rope ? sn.data() : nullptr, gx.data());
     t.accumulate(inputs[0], std::move(gx));
     std::size_t i = 1;
-    grads.dscore.parameters([&](const char*, Tensor<T>& ds) { t.accumulate(inputs[i++], ds); });
+    grads.dscore.parameters([&](const char*, Tensor<T, D>& ds) { t.accumulate(inputs[i++], ds); });
   });
 }
 

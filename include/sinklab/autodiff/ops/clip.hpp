@@ -6,31 +6,22 @@
 
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/core/simd.hpp"
-#include "sinklab/kernels/cpu/elementwise.hpp"
-#include "sinklab/policy/math.hpp"
+#include "sinklab/policy/elementwise.hpp"
 
 namespace sinklab::autodiff {
 
-template <class T>
-Var<T> clip(Var<T> x, double c) {
+template <class T, class D>
+Var<T, D> clip(Var<T, D> x, double c) {
   SINKLAB_CHECK(x.defined(), "clip: undefined input");
   SINKLAB_CHECK(c > 0 && !std::isnan(c), "clip: threshold must be > 0, got ", c, " (input shape ",
                 x.shape(), ")");
-  const Tensor<T> xv = x.value();
+  const Tensor<T, D> xv = x.value();
   const T hi = static_cast<T>(c);
-  Tensor<T> y = Tensor<T>::empty(xv.shape());
-  kernels::cpu::binary_scalar(xv.data(), hi, y.data(), xv.numel(), [](auto v, auto h) {
-    return simd::vmin(simd::vmax(v, -h), h);
-  });
-  return x.tape->record(y, {x}, [x, xv, hi](Tape<T>& t, const Tensor<T>& g) {
-    Tensor<T> gx = Tensor<T>::empty(xv.shape());
-    kernels::cpu::binary(xv.data(), g.data(), gx.data(), xv.numel(), [hi](auto xe, auto ge) {
-      using V = decltype(xe);
-      using policy::math::select;
-      using std::abs;
-      return select(abs(xe) <= V(hi), ge, V(0));
-    });
+  Tensor<T, D> y = Tensor<T, D>::empty(xv.shape());
+  backend<D>::binary_scalar(xv.data(), hi, y.data(), xv.numel(), elem::Clamp{});
+  return x.tape->record(y, {x}, [x, xv, hi](Tape<T, D>& t, const Tensor<T, D>& g) {
+    Tensor<T, D> gx = Tensor<T, D>::empty(xv.shape());
+    backend<D>::binary(xv.data(), g.data(), gx.data(), xv.numel(), elem::ClampGrad<T>{hi});
     t.accumulate(x, std::move(gx));
   });
 }

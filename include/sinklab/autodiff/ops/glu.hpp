@@ -16,93 +16,81 @@
 
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/kernels/cpu/act_mul.hpp"
-#include "sinklab/kernels/cpu/gemm.hpp"
 #include "sinklab/policy/activation.hpp"
 
 namespace sinklab::autodiff {
 
-template <act::Activation Act, class T>
-Var<T> act_mul(Var<T> a, Var<T> b) {
+template <act::Activation Act, class T, class D>
+Var<T, D> act_mul(Var<T, D> a, Var<T, D> b) {
   SINKLAB_CHECK(a.tape == b.tape && a.tape, "act_mul<", Act::name, ">: operands come from different tapes");
   SINKLAB_CHECK(a.shape() == b.shape() && a.rank() >= 1, "act_mul<", Act::name, ">: operands must have equal shapes, got ",
                 a.shape(), " and ", b.shape());
-  const Tensor<T> av = a.value(), bv = b.value();
+  const Tensor<T, D> av = a.value(), bv = b.value();
   const int64_t h = av.shape()[-1], rows = av.numel() / std::max<int64_t>(h, 1);
-  Tensor<T> y = Tensor<T>::empty(av.shape());
-  kernels::cpu::act_mul_forward<Act>(av.data(), h, bv.data(), h, y.data(), h, rows, h);
-  return a.tape->record(y, {a, b}, [a, b, av, bv, rows, h](Tape<T>& t, const Tensor<T>& g) {
-    Tensor<T> ga, gb;
-    if (a.requires_grad()) ga = Tensor<T>::empty(av.shape());
-    if (b.requires_grad()) gb = Tensor<T>::empty(bv.shape());
-    kernels::cpu::act_mul_backward<Act>(av.data(), h, bv.data(), h, g.data(), h, ga.defined() ? ga.data() : nullptr, h,
+  Tensor<T, D> y = Tensor<T, D>::empty(av.shape());
+  backend<D>::template act_mul_forward<Act>(av.data(), h, bv.data(), h, y.data(), h, rows, h);
+  return a.tape->record(y, {a, b}, [a, b, av, bv, rows, h](Tape<T, D>& t, const Tensor<T, D>& g) {
+    Tensor<T, D> ga, gb;
+    if (a.requires_grad()) ga = Tensor<T, D>::empty(av.shape());
+    if (b.requires_grad()) gb = Tensor<T, D>::empty(bv.shape());
+    backend<D>::template act_mul_backward<Act>(av.data(), h, bv.data(), h, g.data(), h, ga.defined() ? ga.data() : nullptr, h,
                                    gb.defined() ? gb.data() : nullptr, h, rows, h);
     if (ga.defined()) t.accumulate(a, std::move(ga));
     if (gb.defined()) t.accumulate(b, std::move(gb));
   });
 }
 
-template <act::Activation Act, class T>
-Var<T> act_mul_halves(Var<T> ab) {
+template <act::Activation Act, class T, class D>
+Var<T, D> act_mul_halves(Var<T, D> ab) {
   SINKLAB_CHECK(ab.rank() >= 1 && ab.shape()[-1] % 2 == 0, "act_mul_halves<", Act::name,
                 ">: the last axis must hold [gate | linear] halves of equal width, got shape ", ab.shape());
-  const Tensor<T> v = ab.value();
+  const Tensor<T, D> v = ab.value();
   const int64_t w = v.shape()[-1], h = w / 2, rows = v.numel() / std::max<int64_t>(w, 1);
-  Tensor<T> y = Tensor<T>::empty(v.shape().with(-1, h));
-  kernels::cpu::act_mul_forward<Act>(v.data(), w, v.data() + h, w, y.data(), h, rows, h);
-  return ab.tape->record(y, {ab}, [ab, v, rows, h, w](Tape<T>& t, const Tensor<T>& g) {
-    Tensor<T> gab = Tensor<T>::empty(v.shape());
-    kernels::cpu::act_mul_backward<Act>(v.data(), w, v.data() + h, w, g.data(), h, gab.data(), w, gab.data() + h, w, rows,
+  Tensor<T, D> y = Tensor<T, D>::empty(v.shape().with(-1, h));
+  backend<D>::template act_mul_forward<Act>(v.data(), w, v.data() + h, w, y.data(), h, rows, h);
+  return ab.tape->record(y, {ab}, [ab, v, rows, h, w](Tape<T, D>& t, const Tensor<T, D>& g) {
+    Tensor<T, D> gab = Tensor<T, D>::empty(v.shape());
+    backend<D>::template act_mul_backward<Act>(v.data(), w, v.data() + h, w, g.data(), h, gab.data(), w, gab.data() + h, w, rows,
                                    h);
     t.accumulate(ab, std::move(gab));
   });
 }
 
 // x [..., d] · w_up [d, 2h] → act(a) ⊙ b [..., h] · w_down [h, n] → [..., n]
-template <act::Activation Act, class T>
-Var<T> glu_mlp(Var<T> x, Var<T> w_up, Var<T> w_down) {
-  using kernels::cpu::gemm;
-  using kernels::cpu::Trans;
+template <act::Activation Act, class T, class D>
+Var<T, D> glu_mlp(Var<T, D> x, Var<T, D> w_up, Var<T, D> w_down) {
+  using K = backend<D>;
+  using kernels::Trans;
   SINKLAB_CHECK(x.tape == w_up.tape && x.tape == w_down.tape && x.tape, "glu_mlp<", Act::name,
                 ">: operands come from different tapes");
-  const Tensor<T> xv = x.value(), wu = w_up.value(), wd = w_down.value();
+  const Tensor<T, D> xv = x.value(), wu = w_up.value(), wd = w_down.value();
   SINKLAB_CHECK(xv.rank() >= 1 && wu.rank() == 2 && wd.rank() == 2 && wu.shape()[0] == xv.shape()[-1] &&
                     wu.shape()[0] > 0 && wu.shape()[1] % 2 == 0 && wd.shape()[0] * 2 == wu.shape()[1],
                 "glu_mlp<", Act::name, ">: input ", xv.shape(), ", up-projection ", wu.shape(), " and down-projection ",
                 wd.shape(), " do not fit: expected [..., d], [d, 2h] and [h, n]");
   const int64_t d = wu.shape()[0], w = wu.shape()[1], h = w / 2, n = wd.shape()[1], rows = xv.numel() / d;
-  Tensor<T> ab = Tensor<T>::empty(xv.shape().with(-1, w));
-  Tensor<T> hid = Tensor<T>::empty(xv.shape().with(-1, h));
-  T* const abp = ab.data();
-  T* const hp = hid.data();
-  gemm(Trans::N, Trans::N, rows, w, d, T(1), xv.data(), d, wu.data(), w, T(0), abp, w, [=](int64_t r0, int64_t r1) {
-    kernels::cpu::act_mul_forward<Act>(abp + r0 * w, w, abp + r0 * w + h, w, hp + r0 * h, h, r1 - r0, h);
-  });
-  Tensor<T> y = Tensor<T>::empty(xv.shape().with(-1, n));
-  gemm(Trans::N, Trans::N, rows, n, h, T(1), hp, h, wd.data(), n, T(0), y.data(), n);
-  return x.tape->record(y, {x, w_up, w_down}, [=](Tape<T>& t, const Tensor<T>& g) {
+  Tensor<T, D> ab = Tensor<T, D>::empty(xv.shape().with(-1, w));
+  Tensor<T, D> hid = Tensor<T, D>::empty(xv.shape().with(-1, h));
+  K::template glu_up<Act>(xv.data(), wu.data(), rows, d, h, ab.data(), hid.data());
+  Tensor<T, D> y = Tensor<T, D>::empty(xv.shape().with(-1, n));
+  K::gemm(Trans::N, Trans::N, rows, n, h, T(1), hid.data(), h, wd.data(), n, T(0), y.data(), n);
+  return x.tape->record(y, {x, w_up, w_down}, [=](Tape<T, D>& t, const Tensor<T, D>& g) {
     bool fresh = false;  // a first contribution is written (beta 0), later ones added (beta 1)
     if (w_down.requires_grad()) {  // dW_down += hᵀ·g
       T* gwd = t.grad_buffer(w_down, fresh).data();
-      gemm(Trans::T, Trans::N, h, n, rows, T(1), hid.data(), h, g.data(), n, fresh ? T(0) : T(1), gwd, n);
+      K::gemm(Trans::T, Trans::N, h, n, rows, T(1), hid.data(), h, g.data(), n, fresh ? T(0) : T(1), gwd, n);
     }
     if (!x.requires_grad() && !w_up.requires_grad()) return;
-    // The hidden gradient g·W_downᵀ goes into the first half of gab; each finished block of rows
-    // then becomes [da | db] in place (act_mul_backward reads an element before writing it).
-    Tensor<T> gab = Tensor<T>::empty(ab.shape());
-    T* const gp = gab.data();
-    const T* const av = ab.data();
-    gemm(Trans::N, Trans::T, rows, h, n, T(1), g.data(), n, wd.data(), n, T(0), gp, w, [=](int64_t r0, int64_t r1) {
-      const int64_t o = r0 * w;
-      kernels::cpu::act_mul_backward<Act>(av + o, w, av + o + h, w, gp + o, w, gp + o, w, gp + o + h, w, r1 - r0, h);
-    });
+    Tensor<T, D> gab = Tensor<T, D>::empty(ab.shape());  // [da | db]
+    const T* const gp = gab.data();
+    K::template glu_hidden_grad<Act>(g.data(), wd.data(), ab.data(), rows, n, h, gab.data());
     if (x.requires_grad()) {  // dx += gab·W_upᵀ
       T* gx = t.grad_buffer(x, fresh).data();
-      gemm(Trans::N, Trans::T, rows, d, w, T(1), gp, w, wu.data(), w, fresh ? T(0) : T(1), gx, d);
+      K::gemm(Trans::N, Trans::T, rows, d, w, T(1), gp, w, wu.data(), w, fresh ? T(0) : T(1), gx, d);
     }
     if (w_up.requires_grad()) {  // dW_up += xᵀ·gab
       T* gwu = t.grad_buffer(w_up, fresh).data();
-      gemm(Trans::T, Trans::N, d, w, rows, T(1), xv.data(), d, gp, w, fresh ? T(0) : T(1), gwu, w);
+      K::gemm(Trans::T, Trans::N, d, w, rows, T(1), xv.data(), d, gp, w, fresh ? T(0) : T(1), gwu, w);
     }
   });
 }

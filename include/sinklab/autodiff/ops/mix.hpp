@@ -1,12 +1,11 @@
 // The anchor-mixing node of ResFormer / NuResFormer / ExoFormer (nn/mix.hpp builds the models'
-// mixing on it); loops in kernels/cpu/mix.hpp.
+// mixing on it).
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/kernels/cpu/mix.hpp"
 
 namespace sinklab::autodiff {
 
@@ -17,8 +16,8 @@ enum class MixGranularity { Scalar, Head, Element };
 // a (the anchor) and s are [B, H, T, C]; the coefficients are [1] (Scalar), [H] (Head) or
 // [H, C] (Element); γ, when given, is [B, T, K]. Without s (gate logits only from the anchor)
 // the second term is absent and l2 is ignored.
-template <class T>
-Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, MixGranularity gran, Var<T> gamma = {},
+template <class T, class D>
+Var<T, D> mix_pair(Var<T, D> anchor, Var<T, D> current, Var<T, D> l1, Var<T, D> l2, MixGranularity gran, Var<T, D> gamma = {},
                 int64_t col1 = 0, int64_t col2 = 1) {
   SINKLAB_CHECK(anchor.defined() && anchor.rank() == 4, "mix_pair: anchor must be [B, heads, T, C], got ",
                 anchor.defined() ? anchor.shape() : Shape{});
@@ -38,13 +37,13 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, MixGranular
                 "mix_pair: per-token scales of shape ", has_g ? gamma.shape() : Shape{}, " with columns ", col1,
                 ", ", col2, " do not fit projections ", shape);
 
-  const Tensor<T> a = anchor.value();
-  const Tensor<T> s = has_s ? current.value() : Tensor<T>{};
-  const Tensor<T> c1 = l1.value();
-  const Tensor<T> c2 = has_s ? l2.value() : Tensor<T>{};
-  const Tensor<T> gm = has_g ? gamma.value() : Tensor<T>{};
+  const Tensor<T, D> a = anchor.value();
+  const Tensor<T, D> s = has_s ? current.value() : Tensor<T, D>{};
+  const Tensor<T, D> c1 = l1.value();
+  const Tensor<T, D> c2 = has_s ? l2.value() : Tensor<T, D>{};
+  const Tensor<T, D> gm = has_g ? gamma.value() : Tensor<T, D>{};
   const int64_t ncoef = c1.numel();
-  kernels::cpu::MixPair<T> m;
+  kernels::MixPair<T> m;
   m.a = a.data();
   m.s = has_s ? s.data() : nullptr;
   m.l1 = c1.data();
@@ -54,17 +53,17 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, MixGranular
   m.B = B, m.H = H, m.L = L, m.C = C;
   m.head_stride = gran == MixGranularity::Scalar ? 0 : gran == MixGranularity::Head ? 1 : C;
   m.per_channel = gran == MixGranularity::Element;
-  Tensor<T> y = Tensor<T>::empty(shape);
-  kernels::cpu::mix_pair_forward(m, y.data());
+  Tensor<T, D> y = Tensor<T, D>::empty(shape);
+  backend<D>::mix_pair_forward(m, y.data());
 
-  std::vector<Var<T>> inputs{anchor, l1};
+  std::vector<Var<T, D>> inputs{anchor, l1};
   if (has_s) {
     inputs.push_back(current);
     inputs.push_back(l2);
   }
   if (has_g) inputs.push_back(gamma);
-  return anchor.tape->record(y, inputs, [=](Tape<T>& tp, const Tensor<T>& dy) {
-    const Tensor<T> keep[] = {a, s, c1, c2, gm};  // m reads them through raw pointers
+  return anchor.tape->record(y, inputs, [=](Tape<T, D>& tp, const Tensor<T, D>& dy) {
+    const Tensor<T, D> keep[] = {a, s, c1, c2, gm};  // m reads them through raw pointers
     (void)keep;
     const bool want_a = anchor.requires_grad(), want_s = has_s && current.requires_grad();
     const bool want_l1 = l1.requires_grad(), want_l2 = has_s && l2.requires_grad();
@@ -72,17 +71,16 @@ Var<T> mix_pair(Var<T> anchor, Var<T> current, Var<T> l1, Var<T> l2, MixGranular
     // Everything is computed (the unused parts are rare: a frozen λ or a constant anchor) so that
     // the channel loop has no branches. λ gradients reduce over (b, t): each batch row sums into
     // its own slice of pl1 / pl2, added up below; γ rows are disjoint per b.
-    Tensor<T> da = Tensor<T>::empty(shape);
-    Tensor<T> ds = has_s ? Tensor<T>::empty(shape) : Tensor<T>{};
-    Tensor<T> pl1 = Tensor<T>::zeros({B, ncoef});
-    Tensor<T> pl2 = has_s ? Tensor<T>::zeros({B, ncoef}) : Tensor<T>{};
+    Tensor<T, D> da = Tensor<T, D>::empty(shape);
+    Tensor<T, D> ds = has_s ? Tensor<T, D>::empty(shape) : Tensor<T, D>{};
+    Tensor<T, D> pl1 = Tensor<T, D>::zeros({B, ncoef});
+    Tensor<T, D> pl2 = has_s ? Tensor<T, D>::zeros({B, ncoef}) : Tensor<T, D>{};
     T* dg = want_g ? tp.grad_buffer(gamma).data() : nullptr;
-    kernels::cpu::mix_pair_backward(m, dy.data(), da.data(), has_s ? ds.data() : nullptr, pl1.data(),
+    backend<D>::mix_pair_backward(m, dy.data(), da.data(), has_s ? ds.data() : nullptr, pl1.data(),
                                     has_s ? pl2.data() : nullptr, dg);
-    auto reduce_rows = [B, ncoef](const Tensor<T>& part, const Shape& out_shape) {
-      Tensor<T> out = Tensor<T>::zeros(out_shape);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < ncoef; ++i) out.data()[i] += part.data()[b * ncoef + i];
+    auto reduce_rows = [B, ncoef](const Tensor<T, D>& part, const Shape& out_shape) {  // Σ over b
+      Tensor<T, D> out = Tensor<T, D>::empty(out_shape);
+      backend<D>::sum_axis(part.data(), out.data(), kernels::AxisView{1, B, ncoef});
       return out;
     };
     if (want_l1) tp.accumulate(l1, reduce_rows(pl1, c1.shape()));

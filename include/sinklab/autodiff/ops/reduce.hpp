@@ -2,7 +2,6 @@
 #pragma once
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/kernels/cpu/reduce.hpp"
 
 namespace sinklab::autodiff {
 
@@ -10,75 +9,58 @@ namespace detail {
 inline Shape reduced_shape(const Shape& s, int axis, bool keepdim) {
   return keepdim ? s.with(axis, 1) : s.without(axis);
 }
-// gx[o, k, i] += scale · g[o, i] for every k.
-template <class T>
-void broadcast_axis_add(const T* g, T* gx, kernels::cpu::AxisView v, T scale) {
-  parallel_for(0, v.outer, 1, [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o)
-      for (int64_t k = 0; k < v.n; ++k) {
-        T* dst = gx + (o * v.n + k) * v.inner;
-        const T* src = g + o * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i) dst[i] += scale * src[i];
-      }
-  });
-}
-template <class T>
-Var<T> sum_scaled(Var<T> x, int axis, bool keepdim, T scale) {
-  const Tensor<T>& xv = x.value();
-  const auto v = kernels::cpu::axis_view(xv.shape(), axis);
-  Tensor<T> y = Tensor<T>::empty(reduced_shape(xv.shape(), axis, keepdim));
-  kernels::cpu::sum_axis(xv.data(), y.data(), v);
-  if (scale != T(1)) kernels::cpu::binary_scalar(y.data(), scale, y.data(), y.numel(), kernels::cpu::fn::Mul{});
-  return x.tape->record(y, {x}, [x, v, scale](Tape<T>& t, const Tensor<T>& g) {
-    broadcast_axis_add(g.data(), t.grad_buffer(x).data(), v, scale);
+template <class T, class D>
+Var<T, D> sum_scaled(Var<T, D> x, int axis, bool keepdim, T scale) {
+  const Tensor<T, D>& xv = x.value();
+  const auto v = kernels::axis_view(xv.shape(), axis);
+  Tensor<T, D> y = Tensor<T, D>::empty(reduced_shape(xv.shape(), axis, keepdim));
+  backend<D>::sum_axis(xv.data(), y.data(), v);
+  if (scale != T(1)) backend<D>::binary_scalar(y.data(), scale, y.data(), y.numel(), elem::Mul{});
+  return x.tape->record(y, {x}, [x, v, scale](Tape<T, D>& t, const Tensor<T, D>& g) {
+    backend<D>::broadcast_axis_add(g.data(), t.grad_buffer(x).data(), v, scale);
   });
 }
 }  // namespace detail
 
-template <class T>
-Var<T> sum(Var<T> x, int axis, bool keepdim = false) {
+template <class T, class D>
+Var<T, D> sum(Var<T, D> x, int axis, bool keepdim = false) {
   return detail::sum_scaled(x, axis, keepdim, T(1));
 }
-template <class T>
-Var<T> mean(Var<T> x, int axis, bool keepdim = false) {
+template <class T, class D>
+Var<T, D> mean(Var<T, D> x, int axis, bool keepdim = false) {
   return detail::sum_scaled(x, axis, keepdim, T(1) / static_cast<T>(x.shape()[axis]));
 }
 // Sum or mean of all elements, as a scalar.
-template <class T>
-Var<T> sum(Var<T> x) {
-  const Tensor<T>& xv = x.value();
-  Tensor<T> y = Tensor<T>::scalar(simd::sum(xv.data(), xv.numel()));
-  return x.tape->record(y, {x}, [x](Tape<T>& t, const Tensor<T>& g) {
-    Tensor<T>& gx = t.grad_buffer(x);
-    kernels::cpu::binary_scalar(gx.data(), g.item(), gx.data(), gx.numel(), kernels::cpu::fn::Add{});
+template <class T, class D>
+Var<T, D> sum(Var<T, D> x) {
+  const Tensor<T, D>& xv = x.value();
+  Tensor<T, D> y = Tensor<T, D>::scalar(backend<D>::sum_all(xv.data(), xv.numel()));
+  return x.tape->record(y, {x}, [x](Tape<T, D>& t, const Tensor<T, D>& g) {
+    Tensor<T, D>& gx = t.grad_buffer(x);
+    backend<D>::binary_scalar(gx.data(), g.item(), gx.data(), gx.numel(), elem::Add{});
   });
 }
-template <class T>
-Var<T> mean(Var<T> x) {
+template <class T, class D>
+Var<T, D> mean(Var<T, D> x) {
   const T n = static_cast<T>(x.value().numel());
-  const Tensor<T>& xv = x.value();
-  Tensor<T> y = Tensor<T>::scalar(simd::sum(xv.data(), xv.numel()) / n);
-  return x.tape->record(y, {x}, [x, n](Tape<T>& t, const Tensor<T>& g) {
-    Tensor<T>& gx = t.grad_buffer(x);
-    kernels::cpu::binary_scalar(gx.data(), g.item() / n, gx.data(), gx.numel(), kernels::cpu::fn::Add{});
+  const Tensor<T, D>& xv = x.value();
+  Tensor<T, D> y = Tensor<T, D>::scalar(backend<D>::sum_all(xv.data(), xv.numel()) / n);
+  return x.tape->record(y, {x}, [x, n](Tape<T, D>& t, const Tensor<T, D>& g) {
+    Tensor<T, D>& gx = t.grad_buffer(x);
+    backend<D>::binary_scalar(gx.data(), g.item() / n, gx.data(), gx.numel(), elem::Add{});
   });
 }
 
 // Maximum over an axis; the gradient goes to the first maximal element.
-template <class T>
-Var<T> max(Var<T> x, int axis, bool keepdim = false) {
-  const Tensor<T>& xv = x.value();
-  const auto v = kernels::cpu::axis_view(xv.shape(), axis);
-  Tensor<T> y = Tensor<T>::empty(detail::reduced_shape(xv.shape(), axis, keepdim));
-  auto arg = std::make_shared<std::vector<int64_t>>(static_cast<std::size_t>(y.numel()));
-  kernels::cpu::max_axis(xv.data(), y.data(), arg->data(), v);
-  return x.tape->record(y, {x}, [x, v, arg](Tape<T>& t, const Tensor<T>& g) {
-    T* gx = t.grad_buffer(x).data();
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t i = 0; i < v.inner; ++i) {
-        const int64_t r = o * v.inner + i;
-        gx[(o * v.n + (*arg)[r]) * v.inner + i] += g.data()[r];
-      }
+template <class T, class D>
+Var<T, D> max(Var<T, D> x, int axis, bool keepdim = false) {
+  const Tensor<T, D>& xv = x.value();
+  const auto v = kernels::axis_view(xv.shape(), axis);
+  Tensor<T, D> y = Tensor<T, D>::empty(detail::reduced_shape(xv.shape(), axis, keepdim));
+  Tensor<int64_t, D> arg = Tensor<int64_t, D>::empty(y.shape());
+  backend<D>::max_axis(xv.data(), y.data(), arg.data(), v);
+  return x.tape->record(y, {x}, [x, v, arg](Tape<T, D>& t, const Tensor<T, D>& g) {
+    backend<D>::max_axis_backward(g.data(), arg.data(), t.grad_buffer(x).data(), v);
   });
 }
 

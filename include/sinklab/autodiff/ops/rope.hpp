@@ -11,20 +11,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
-#include "sinklab/autodiff/ops/heads.hpp"
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/kernels/cpu/rope.hpp"
 
 namespace sinklab::autodiff {
 
 // cos/sin of p·θ_i for p < len and i < d/2, as [len, d/2] tensors.
-template <class T>
+template <class T, class D = cpu>
 struct RopeTable {
   double base = 10000.0;
   int64_t dim = 0;
-  Tensor<T> cos, sin;
+  Tensor<T, D> cos, sin;
 
   int64_t length() const { return cos.defined() ? cos.shape()[0] : 0; }
 
@@ -34,25 +33,25 @@ struct RopeTable {
     if (cos.defined() && d == dim && theta == base && len <= length()) return;
     const int64_t half = d / 2;
     const int64_t n = std::max(len, cos.defined() && d == dim && theta == base ? 2 * length() : len);
-    Tensor<T> c = Tensor<T>::empty({n, half}), s = Tensor<T>::empty({n, half});
+    std::vector<T> c(static_cast<std::size_t>(n * half)), s(c.size());  // on the host, then to the device
     for (int64_t i = 0; i < half; ++i) {
       const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
       for (int64_t p = 0; p < n; ++p) {
         const double a = static_cast<double>(p) * inv_freq;
-        c.data()[p * half + i] = static_cast<T>(std::cos(a));
-        s.data()[p * half + i] = static_cast<T>(std::sin(a));
+        c[static_cast<std::size_t>(p * half + i)] = static_cast<T>(std::cos(a));
+        s[static_cast<std::size_t>(p * half + i)] = static_cast<T>(std::sin(a));
       }
     }
-    cos = c;
-    sin = s;
+    cos = Tensor<T, D>::from({n, half}, c);
+    sin = Tensor<T, D>::from({n, half}, s);
     dim = d;
     base = theta;
   }
 };
 
 namespace detail {
-template <class T>
-void check_rope_table(const RopeTable<T>& table, int64_t d, int64_t offset, int64_t tlen, const Shape& shape) {
+template <class T, class D>
+void check_rope_table(const RopeTable<T, D>& table, int64_t d, int64_t offset, int64_t tlen, const Shape& shape) {
   SINKLAB_CHECK(d % 2 == 0, "rope: head size must be even, got input of shape ", shape);
   SINKLAB_CHECK(table.dim == d, "rope: table built for head size ", table.dim, ", input of shape ", shape);
   SINKLAB_CHECK(offset >= 0 && offset + tlen <= table.length(), "rope: positions [", offset, ", ", offset + tlen,
@@ -61,19 +60,19 @@ void check_rope_table(const RopeTable<T>& table, int64_t d, int64_t offset, int6
 }  // namespace detail
 
 // RoPE of x [..., T, d] at positions offset + t using `table` (which must cover them).
-template <class T>
-Var<T> rope(Var<T> x, const RopeTable<T>& table, int64_t offset = 0) {
+template <class T, class D>
+Var<T, D> rope(Var<T, D> x, const RopeTable<T, D>& table, int64_t offset = 0) {
   SINKLAB_CHECK(x.defined() && x.rank() >= 2, "rope: input must be [..., T, d], got ",
                 x.defined() ? x.shape() : Shape{});
-  const Tensor<T> xv = x.value().contiguous();
+  const Tensor<T, D> xv = x.value().contiguous();
   const int64_t d = xv.shape()[-1], tlen = xv.shape()[-2], outer = xv.numel() / std::max<int64_t>(d * tlen, 1);
   detail::check_rope_table(table, d, offset, tlen, xv.shape());
-  const Tensor<T> c = table.cos, s = table.sin;
-  Tensor<T> y = Tensor<T>::empty(xv.shape());
-  kernels::cpu::rope_rotate(xv.data(), y.data(), c.data(), s.data(), outer, tlen, d, offset, T(1));
-  return x.tape->record(y, {x}, [x, c, s, outer, tlen, d, offset](Tape<T>& t, const Tensor<T>& g) {
-    Tensor<T> gx = Tensor<T>::empty(g.shape());
-    kernels::cpu::rope_rotate(g.data(), gx.data(), c.data(), s.data(), outer, tlen, d, offset, T(-1));
+  const Tensor<T, D> c = table.cos, s = table.sin;
+  Tensor<T, D> y = Tensor<T, D>::empty(xv.shape());
+  backend<D>::rope_rotate(xv.data(), y.data(), c.data(), s.data(), outer, tlen, d, offset, T(1));
+  return x.tape->record(y, {x}, [x, c, s, outer, tlen, d, offset](Tape<T, D>& t, const Tensor<T, D>& g) {
+    Tensor<T, D> gx = Tensor<T, D>::empty(g.shape());
+    backend<D>::rope_rotate(g.data(), gx.data(), c.data(), s.data(), outer, tlen, d, offset, T(-1));
     t.accumulate(x, std::move(gx));
   });
 }
@@ -82,23 +81,20 @@ Var<T> rope(Var<T> x, const RopeTable<T>& table, int64_t offset = 0) {
 // x [B, T, N] as [B, heads, T, d] with RoPE at positions offset + t, equal to
 // rope(split_heads(x, col0, heads, d), table, offset) without the intermediate copy; the
 // backward rotates the gradient back straight into x's gradient.
-template <class T>
-Var<T> rope_heads(Var<T> x, int64_t col0, int64_t heads, int64_t d, const RopeTable<T>& table, int64_t offset = 0) {
-  const Tensor<T> xv = x.value().contiguous();
+template <class T, class D>
+Var<T, D> rope_heads(Var<T, D> x, int64_t col0, int64_t heads, int64_t d, const RopeTable<T, D>& table, int64_t offset = 0) {
+  const Tensor<T, D> xv = x.value().contiguous();
   SINKLAB_CHECK(xv.rank() == 3 && heads > 0 && col0 >= 0 && col0 + heads * d <= xv.size(2), "rope_heads: input ",
                 xv.shape(), " has no columns [", col0, ", ", col0 + heads * d, ") for ", heads, " heads of ", d);
   const int64_t B = xv.size(0), tlen = xv.size(1), N = xv.size(2);
   detail::check_rope_table(table, d, offset, tlen, xv.shape());
-  const Tensor<T> c = table.cos, s = table.sin;
-  const int64_t half = d / 2;
-  Tensor<T> y = Tensor<T>::empty({B, heads, tlen, d});
-  kernels::cpu::rope_gather(xv.data(), B, tlen, N, col0, heads, d, c.data(), s.data(), offset, y.data());
-  return x.tape->record(y, {x}, [=](Tape<T>& tape, const Tensor<T>& g) {
-    scatter_heads_grad(tape, x, g.data(), B, tlen, N, col0, heads, d,
-                           [&](const T* src, T* dst, int64_t t, bool add) {
-                             const int64_t p = offset + t;
-                             kernels::cpu::rope_row(src, dst, c.data() + p * half, s.data() + p * half, half, T(-1), add);
-                           });
+  const Tensor<T, D> c = table.cos, s = table.sin;
+  Tensor<T, D> y = Tensor<T, D>::empty({B, heads, tlen, d});
+  backend<D>::rope_gather(xv.data(), B, tlen, N, col0, heads, d, c.data(), s.data(), offset, y.data());
+  return x.tape->record(y, {x}, [=](Tape<T, D>& tape, const Tensor<T, D>& g) {
+    bool fresh = false;
+    T* gx = tape.grad_buffer(x, fresh).data();
+    backend<D>::rope_gather_grad(g.data(), gx, fresh, B, tlen, N, col0, heads, d, c.data(), s.data(), offset);
   });
 }
 

@@ -19,32 +19,26 @@
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/kernels/backend.hpp"
 #include "sinklab/policy/mask.hpp"
 #include "sinklab/policy/score.hpp"
 
 namespace sinklab::kernels::cpu {
 
-struct AttentionOptions {
-  double scale = 0.0;          // multiplies q·k before the score function; 0 means 1/√d_head
-  Tensor<int64_t> kv_lengths;  // [B] keys per batch entry (padding at the end); undefined: all S
-  // Blocks of the fused kernels. 32 × 128 beat 64 × 64 by 5–15% forward and 3–11% backward for
-  // d_head 32–64 and T 128–1024 (more query tasks to balance, half the per-row softmax passes).
-  int64_t block_q = 32;   // rows of a query block
-  int64_t block_k = 128;  // keys of a key block
-};
+using kernels::AttentionOptions;
 
 // What the forward keeps for the backward: the output and, for the softmax family, the row
 // logsumexp (including the sink; −inf on a fully masked row). Point-wise scores save no stats.
-template <class T>
+template <class T, class Dev = sinklab::cpu>
 struct AttentionForward {
-  Tensor<T> out;  // [B, H, T, d]
-  Tensor<T> lse;  // [B, H, T] (softmax family), undefined otherwise
+  Tensor<T, Dev> out;  // [B, H, T, d]
+  Tensor<T, Dev> lse;  // [B, H, T] (softmax family), undefined otherwise
 };
 
-template <class T, class Score>
+template <class T, class Score, class Dev = sinklab::cpu>
 struct AttentionGrads {
-  Tensor<T> dq, dk, dv;
-  score::params_t<Score, T> dscore;  // same shapes as the score's parameters
+  Tensor<T, Dev> dq, dk, dv;
+  score::params_t<Score, T, Dev> dscore;  // same shapes as the score's parameters
 };
 
 struct AttentionDims {
@@ -89,17 +83,17 @@ constexpr void require_float() {
 }
 
 // A tensor the kernel returns, counted once in AttentionMemory.
-template <class T>
-Tensor<T> output_zeros(const Shape& s) {
+template <class T, class Dev = sinklab::cpu>
+Tensor<T, Dev> output_zeros(const Shape& s) {
   AttentionMemory::add(s.numel() * static_cast<int64_t>(sizeof(T)));
-  return Tensor<T>::zeros(s);
+  return Tensor<T, Dev>::zeros(s);
 }
 
 // Same, for a kernel that writes every element.
-template <class T>
-Tensor<T> output_empty(const Shape& s) {
+template <class T, class Dev = sinklab::cpu>
+Tensor<T, Dev> output_empty(const Shape& s) {
   AttentionMemory::add(s.numel() * static_cast<int64_t>(sizeof(T)));
-  return Tensor<T>::empty(s);
+  return Tensor<T, Dev>::empty(s);
 }
 
 // Scratch memory that lives for one parallel chunk.
@@ -129,23 +123,23 @@ struct HeadRows {
   T* at(int64_t b, int64_t h, int64_t row = 0) const { return data + b * sb + h * sh + row * ld; }
 };
 // t itself when its last axis has unit stride, else a contiguous copy.
-template <class T>
-Tensor<T> unit_rows(const Tensor<T>& t) {
+template <class T, HostDevice Dev>
+Tensor<T, Dev> unit_rows(const Tensor<T, Dev>& t) {
   return t.size(3) == 1 || t.stride(3) == 1 ? t : t.contiguous();
 }
-template <class T>
-HeadRows<const T> head_rows(const Tensor<T>& t) {
+template <class T, HostDevice Dev>
+HeadRows<const T> head_rows(const Tensor<T, Dev>& t) {
   return {t.data(), t.stride(0), t.stride(1), t.stride(2)};
 }
-template <class T>
-HeadRows<T> head_rows_mut(Tensor<T>& t) {
+template <class T, HostDevice Dev>
+HeadRows<T> head_rows_mut(Tensor<T, Dev>& t) {
   return {t.data(), t.stride(0), t.stride(1), t.stride(2)};
 }
 // A caller's output view [B, heads, L, d]: the expected shape, unit stride along d, rows and
 // heads that do not overlap (tasks write them in parallel), and not in the inputs' storage.
-template <class T>
-void check_output_view(const char* kernel, const char* what, const Tensor<T>& t, const Shape& want,
-                       std::initializer_list<const Tensor<T>*> inputs) {
+template <class T, HostDevice Dev>
+void check_output_view(const char* kernel, const char* what, const Tensor<T, Dev>& t, const Shape& want,
+                       std::initializer_list<const Tensor<T, Dev>*> inputs) {
   SINKLAB_CHECK(t.shape() == want, kernel, ": ", what, " of shape ", t.shape(), ", expected ", want);
   // Non-overlapping: axes taken by increasing stride, each steps past the whole extent of the
   // ones before it (the first past a row of d).
@@ -160,7 +154,7 @@ void check_output_view(const char* kernel, const char* what, const Tensor<T>& t,
   }
   SINKLAB_CHECK(ok, kernel, ": ", what, " of shape ", t.shape(), " has strides [", t.stride(0), ", ", t.stride(1), ", ",
                 t.stride(2), ", ", t.stride(3), "]; it needs unit stride along d and rows that do not overlap");
-  for (const Tensor<T>* in : inputs)
+  for (const Tensor<T, Dev>* in : inputs)
     SINKLAB_CHECK(!t.shares_storage_with(*in), kernel, ": ", what, " must not share storage with q, k or v");
 }
 
@@ -177,8 +171,8 @@ T* copy_rows(const T* src, int64_t lds, int64_t n, int64_t d, T* dst) {
   return dst;
 }
 
-template <class T>
-void zero_rows(Tensor<T>& t) {
+template <class T, HostDevice Dev>
+void zero_rows(Tensor<T, Dev>& t) {
   if (t.is_contiguous()) {
     t.fill(T(0));
     return;
@@ -192,8 +186,8 @@ void zero_rows(Tensor<T>& t) {
 
 inline const char* shape_str_hint() { return "q [B, H, T, d], k and v [B, H_kv, S, d]"; }
 
-template <class T>
-AttentionDims check_shapes(const char* kernel, const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+template <class T, HostDevice Dev>
+AttentionDims check_shapes(const char* kernel, const Tensor<T, Dev>& q, const Tensor<T, Dev>& k, const Tensor<T, Dev>& v,
                            const AttentionOptions& opt) {
   SINKLAB_CHECK(q.defined() && k.defined() && v.defined(), kernel, ": q, k and v must all be defined tensors");
   SINKLAB_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, kernel, ": expected ", shape_str_hint(), ", got q ",
@@ -220,8 +214,8 @@ AttentionDims check_shapes(const char* kernel, const Tensor<T>& q, const Tensor<
   return dm;
 }
 
-template <class T, class Score>
-void check_score_params(const char* kernel, const Score& score, const score::params_t<Score, T>& params,
+template <class T, class Score, HostDevice Dev>
+void check_score_params(const char* kernel, const Score& score, const score::params_t<Score, T, Dev>& params,
                         const AttentionDims& dm) {
   score.validate(kernel);
   score.check_params(params, dm.H, kernel);
@@ -236,13 +230,13 @@ void transform_logits(const Score& score, T* s, int64_t n) {
 
 // Per-(batch, head) sums of a score's row parameter gradients (a sink's), added into the
 // gradient at the end in a fixed order, so results do not depend on thread timing.
-template <class Score, class T>
+template <class Score, class T, class Dev = sinklab::cpu>
 struct RowParamGrads {
   static constexpr bool enabled = score::HasRowParamGrad<Score, T>;
   std::vector<double> per_bh;
   explicit RowParamGrads(int64_t bh) : per_bh(enabled ? static_cast<std::size_t>(bh) : 0, 0.0) {}
   void add(int64_t bh, double g) { per_bh[static_cast<std::size_t>(bh)] += g; }
-  void scatter(const Score& score, score::params_t<Score, T>& grads, int64_t heads) const {
+  void scatter(const Score& score, score::params_t<Score, T, Dev>& grads, int64_t heads) const {
     if constexpr (enabled)
       for (std::size_t bh = 0; bh < per_bh.size(); ++bh)
         score.add_param_grad(grads, static_cast<int64_t>(bh) % heads, per_bh[bh]);

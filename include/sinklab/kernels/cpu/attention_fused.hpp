@@ -168,21 +168,21 @@ void softmax_forward_transposed(const Score& score, const typename Score::templa
 
 }  // namespace detail
 
-template <class Score, class Mask, class T>
-AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, const Tensor<T>& q_, const Tensor<T>& k_,
-                                            const Tensor<T>& v_, const score::params_t<Score, T>& params,
-                                            const AttentionOptions& opt = {}, const Tensor<T>& out_into = {}) {
+template <class Score, class Mask, class T, HostDevice Dev>
+AttentionForward<T, Dev> attention_fused_forward(const Score& score, const Mask&, const Tensor<T, Dev>& q_, const Tensor<T, Dev>& k_,
+                                            const Tensor<T, Dev>& v_, const score::params_t<Score, T, Dev>& params,
+                                            const AttentionOptions& opt = {}, const Tensor<T, Dev>& out_into = {}) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_fused_forward: Score must be a sinklab::score policy");
   static_assert(mask::is_policy_v<Mask>, "attention_fused_forward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_fused_forward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
-  detail::check_score_params<T>(kernel, score, params, dm);
-  const Tensor<T> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
+  detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
+  const Tensor<T, Dev> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
   constexpr bool normalised = Score::family == score::Family::Normalised;
   [[maybe_unused]] constexpr T ninf = -std::numeric_limits<T>::infinity();
 
-  AttentionForward<T> res;
+  AttentionForward<T, Dev> res;
   constexpr bool transposed_softmax = normalised && !Score::clipped;  // when the head size allows
   const bool transposed = transposed_softmax && block_gemm_fits<T>(dm.d);
   // The transposed softmax path writes every element; the others accumulate into zeros.
@@ -191,12 +191,12 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
     res.out = out_into;
     if (!transposed) detail::zero_rows(res.out);
   } else {
-    res.out = transposed ? detail::output_empty<T>({dm.B, dm.H, dm.T, dm.d})
-                         : detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
+    res.out = transposed ? detail::output_empty<T, Dev>({dm.B, dm.H, dm.T, dm.d})
+                         : detail::output_zeros<T, Dev>({dm.B, dm.H, dm.T, dm.d});
   }
   const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v);
   const detail::HeadRows<T> outr = detail::head_rows_mut(res.out);
-  if constexpr (normalised) res.lse = detail::output_empty<T>({dm.B, dm.H, dm.T});  // every row is written
+  if constexpr (normalised) res.lse = detail::output_empty<T, Dev>({dm.B, dm.H, dm.T});  // every row is written
   const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
   const int64_t Bq = std::max<int64_t>(1, std::min(opt.block_q, dm.T));
@@ -346,18 +346,18 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   return res;
 }
 
-template <class Score, class Mask, class T>
-AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask&, const Tensor<T>& q_,
-                                                  const Tensor<T>& k_, const Tensor<T>& v_,
-                                                  const score::params_t<Score, T>& params,
-                                                  const AttentionForward<T>& fwd, const Tensor<T>& dout_,
+template <class Score, class Mask, class T, HostDevice Dev>
+AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const Mask&, const Tensor<T, Dev>& q_,
+                                                  const Tensor<T, Dev>& k_, const Tensor<T, Dev>& v_,
+                                                  const score::params_t<Score, T, Dev>& params,
+                                                  const AttentionForward<T, Dev>& fwd, const Tensor<T, Dev>& dout_,
                                                   const AttentionOptions& opt = {}) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_fused_backward: Score must be a sinklab::score policy");
   static_assert(mask::is_policy_v<Mask>, "attention_fused_backward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_fused_backward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
-  detail::check_score_params<T>(kernel, score, params, dm);
+  detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
   constexpr bool normalised = Score::family == score::Family::Normalised;
   [[maybe_unused]] constexpr T ninf = -std::numeric_limits<T>::infinity();
   SINKLAB_CHECK(dout_.shape() == q_.shape(), kernel, ": dout ", dout_.shape(), " must have the shape of q ",
@@ -368,17 +368,17 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
     SINKLAB_CHECK(fwd.lse.defined() && fwd.lse.shape() == (Shape{dm.B, dm.H, dm.T}), kernel, ": saved lse ",
                   fwd.lse.defined() ? fwd.lse.shape() : Shape{}, " must be [B, H, T] = ", Shape{dm.B, dm.H, dm.T},
                   " (pass the AttentionForward of the same call)");
-  const Tensor<T> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
-  const Tensor<T> dout = detail::unit_rows(dout_), out = detail::unit_rows(fwd.out);
-  Tensor<T> lse_all;
+  const Tensor<T, Dev> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
+  const Tensor<T, Dev> dout = detail::unit_rows(dout_), out = detail::unit_rows(fwd.out);
+  Tensor<T, Dev> lse_all;
   if constexpr (normalised) lse_all = fwd.lse.contiguous();
 
   // dq, dk and dv accumulate in place, each block zeroed just before its first product (in
   // cache, instead of a zero-filling pass over all of them up front).
-  AttentionGrads<T, Score> g;
-  g.dq = detail::output_empty<T>(q.shape());
-  g.dk = detail::output_empty<T>(k.shape());
-  g.dv = detail::output_empty<T>(v.shape());
+  AttentionGrads<T, Score, Dev> g;
+  g.dq = detail::output_empty<T, Dev>(q.shape());
+  g.dk = detail::output_empty<T, Dev>(k.shape());
+  g.dv = detail::output_empty<T, Dev>(v.shape());
   const detail::HeadRows<const T> qr = detail::head_rows(q), kr = detail::head_rows(k), vr = detail::head_rows(v),
                                   dor = detail::head_rows(dout), outr = detail::head_rows(out);
   g.dscore = policy::zeros_like(params);
@@ -388,7 +388,7 @@ AttentionGrads<T, Score> attention_fused_backward(const Score& score, const Mask
   const int64_t Bk = std::max<int64_t>(1, std::min(opt.block_k, dm.S));
   const int64_t d = dm.d;
   // Row parameter gradients per (batch, head): tasks of different batch entries share a head.
-  detail::RowParamGrads<Score, T> dparam(dm.B * dm.H);
+  detail::RowParamGrads<Score, T, Dev> dparam(dm.B * dm.H);
   constexpr bool transformed = score::HasLogitsTransform<Score>;
 
   const bool blocked = detail::use_block_gemm<T>(d, Bk);

@@ -64,27 +64,27 @@ void reference_head(const Score& score, const typename Score::template Args<T>& 
 // Forward. When `probs` / `logits` are given they receive the weights a_ij (what multiplies the
 // values: after clipping or the point-wise map; 0 at masked keys) and the scaled logits (after
 // the score's logits transform, if any; −inf at masked keys), both [B, H, T, S].
-template <class Score, class Mask, class T>
-AttentionForward<T> attention_reference_forward(const Score& score, const Mask&, const Tensor<T>& q_,
-                                                const Tensor<T>& k_, const Tensor<T>& v_,
-                                                const score::params_t<Score, T>& params,
-                                                const AttentionOptions& opt = {}, Tensor<T>* probs = nullptr,
-                                                Tensor<T>* logits = nullptr) {
+template <class Score, class Mask, class T, HostDevice Dev>
+AttentionForward<T, Dev> attention_reference_forward(const Score& score, const Mask&, const Tensor<T, Dev>& q_,
+                                                const Tensor<T, Dev>& k_, const Tensor<T, Dev>& v_,
+                                                const score::params_t<Score, T, Dev>& params,
+                                                const AttentionOptions& opt = {}, Tensor<T, Dev>* probs = nullptr,
+                                                Tensor<T, Dev>* logits = nullptr) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_reference_forward: Score must be a sinklab::score policy");
   static_assert(mask::is_policy_v<Mask>,
                 "attention_reference_forward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_reference_forward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
-  detail::check_score_params<T>(kernel, score, params, dm);
-  const Tensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous();
+  detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
+  const Tensor<T, Dev> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous();
   constexpr bool normalised = Score::family == score::Family::Normalised;
 
-  AttentionForward<T> res;
-  res.out = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.d});
-  if constexpr (normalised) res.lse = detail::output_zeros<T>({dm.B, dm.H, dm.T});
-  if (probs) *probs = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.S});
-  if (logits) *logits = detail::output_zeros<T>({dm.B, dm.H, dm.T, dm.S});
+  AttentionForward<T, Dev> res;
+  res.out = detail::output_zeros<T, Dev>({dm.B, dm.H, dm.T, dm.d});
+  if constexpr (normalised) res.lse = detail::output_zeros<T, Dev>({dm.B, dm.H, dm.T});
+  if (probs) *probs = detail::output_zeros<T, Dev>({dm.B, dm.H, dm.T, dm.S});
+  if (logits) *logits = detail::output_zeros<T, Dev>({dm.B, dm.H, dm.T, dm.S});
   const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
   const int64_t TS = dm.T * dm.S;
@@ -109,29 +109,29 @@ AttentionForward<T> attention_reference_forward(const Score& score, const Mask&,
 
 // Backward from dL/dout; recomputes everything from q, k, v (it does not trust `fwd` beyond
 // its shape, so it checks the fused path independently).
-template <class Score, class Mask, class T>
-AttentionGrads<T, Score> attention_reference_backward(const Score& score, const Mask&, const Tensor<T>& q_,
-                                                      const Tensor<T>& k_, const Tensor<T>& v_,
-                                                      const score::params_t<Score, T>& params, const Tensor<T>& dout_,
+template <class Score, class Mask, class T, HostDevice Dev>
+AttentionGrads<T, Score, Dev> attention_reference_backward(const Score& score, const Mask&, const Tensor<T, Dev>& q_,
+                                                      const Tensor<T, Dev>& k_, const Tensor<T, Dev>& v_,
+                                                      const score::params_t<Score, T, Dev>& params, const Tensor<T, Dev>& dout_,
                                                       const AttentionOptions& opt = {}) {
   detail::require_float<T>();
   constexpr const char* kernel = "attention_reference_backward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
-  detail::check_score_params<T>(kernel, score, params, dm);
+  detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
   SINKLAB_CHECK(dout_.shape() == q_.shape(), kernel, ": dout ", dout_.shape(), " must have the shape of q ",
                 q_.shape());
-  const Tensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous();
+  const Tensor<T, Dev> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous();
   constexpr bool normalised = Score::family == score::Family::Normalised;
 
-  AttentionGrads<T, Score> g;
-  g.dq = detail::output_zeros<T>(q.shape());
-  g.dk = detail::output_zeros<T>(k.shape());
-  g.dv = detail::output_zeros<T>(v.shape());
+  AttentionGrads<T, Score, Dev> g;
+  g.dq = detail::output_zeros<T, Dev>(q.shape());
+  g.dk = detail::output_zeros<T, Dev>(k.shape());
+  g.dv = detail::output_zeros<T, Dev>(v.shape());
   g.dscore = policy::zeros_like(params);
   const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
   const int64_t TS = dm.T * dm.S;
-  detail::RowParamGrads<Score, T> dparam(dm.B * dm.H);
+  detail::RowParamGrads<Score, T, Dev> dparam(dm.B * dm.H);
   constexpr bool transformed = score::HasLogitsTransform<Score>;
 
   parallel_for(0, dm.B * dm.Hkv, 1, [&](int64_t lo, int64_t hi) {

@@ -17,27 +17,27 @@
 
 namespace sinklab::kernels::cpu {
 
-template <class T, class ValuePolicy>
+template <class T, class ValuePolicy, class Dev = sinklab::cpu>
 struct ValueTransformGrads {
-  Tensor<T> dv;
-  typename ValuePolicy::template Params<T> dparams;
+  Tensor<T, Dev> dv;
+  value::params_t<ValuePolicy, T, Dev> dparams;
 };
 
-template <class T>
+template <class T, class Dev = sinklab::cpu>
 struct GateGrads {
-  Tensor<T> dx;      // gradient at the gated tensor's input
-  Tensor<T> dlogit;  // gradient at the gate logits
+  Tensor<T, Dev> dx;      // gradient at the gated tensor's input
+  Tensor<T, Dev> dlogit;  // gradient at the gate logits
 };
 
 namespace detail {
-template <class T>
-void check_values(const char* fn, const Tensor<T>& v) {
+template <class T, HostDevice Dev>
+void check_values(const char* fn, const Tensor<T, Dev>& v) {
   SINKLAB_CHECK(v.defined() && v.rank() == 4, fn, ": values must be [B, H_kv, S, d], got ",
                 v.defined() ? v.shape() : Shape{});
 }
 // "kernel(policy) for values [B, H_kv, S, d]", where errors in a policy's parameters point.
-template <class T>
-std::string value_where(const char* fn, const char* policy, const Tensor<T>& v) {
+template <class T, HostDevice Dev>
+std::string value_where(const char* fn, const char* policy, const Tensor<T, Dev>& v) {
   return std::string(fn) + "(" + policy + ") for values " + v.shape().str();
 }
 }  // namespace detail
@@ -45,9 +45,9 @@ std::string value_where(const char* fn, const char* policy, const Tensor<T>& v) 
 // ---------------------------------------------------------------- value transforms
 
 // v̂ per (batch, kv head, key) by the policy's forward_row; the identity returns v itself.
-template <class Value, class T>
-Tensor<T> value_transform_forward(const Value& value, const Tensor<T>& v_,
-                                  const typename Value::template Params<T>& params = {}) {
+template <class Value, class T, HostDevice Dev>
+Tensor<T, Dev> value_transform_forward(const Value& value, const Tensor<T, Dev>& v_,
+                                  const value::params_t<Value, T, Dev>& params = {}) {
   static_assert(value::is_policy_v<Value>, "value_transform_forward: the first argument must be a sinklab::value policy");
   constexpr const char* fn = "value_transform_forward";
   detail::check_values(fn, v_);
@@ -56,10 +56,10 @@ Tensor<T> value_transform_forward(const Value& value, const Tensor<T>& v_,
   } else {
     detail::require_float<T>();
     value.check_params(params, v_.size(1), detail::value_where(fn, Value::name, v_).c_str());
-    const Tensor<T> v = v_.contiguous();
+    const Tensor<T, Dev> v = v_.contiguous();
     const int64_t Hkv = v.size(1), S = v.size(2), d = v.size(3);
     const auto args = value.args(params);
-    Tensor<T> out = detail::output_zeros<T>(v.shape());
+    Tensor<T, Dev> out = detail::output_zeros<T, Dev>(v.shape());
     parallel_for(0, v.size(0) * Hkv * S, 256, [&](int64_t lo, int64_t hi) {
       for (int64_t row = lo; row < hi; ++row)
         value.forward_row(args, (row / S) % Hkv, v.data() + row * d, out.data() + row * d, d);
@@ -70,10 +70,10 @@ Tensor<T> value_transform_forward(const Value& value, const Tensor<T>& v_,
 
 // dv by the policy's backward_row; parameter gradients summed per (batch, kv head) task, each
 // with one owner, and added in a fixed order.
-template <class Value, class T>
-ValueTransformGrads<T, Value> value_transform_backward(const Value& value, const Tensor<T>& v_,
-                                                       const typename Value::template Params<T>& params,
-                                                       const Tensor<T>& dvhat_) {
+template <class Value, class T, HostDevice Dev>
+ValueTransformGrads<T, Value, Dev> value_transform_backward(const Value& value, const Tensor<T, Dev>& v_,
+                                                       const value::params_t<Value, T, Dev>& params,
+                                                       const Tensor<T, Dev>& dvhat_) {
   constexpr const char* fn = "value_transform_backward";
   detail::check_values(fn, v_);
   SINKLAB_CHECK(dvhat_.shape() == v_.shape(), fn, ": gradient ", dvhat_.shape(), " must have the shape of the values ",
@@ -83,11 +83,11 @@ ValueTransformGrads<T, Value> value_transform_backward(const Value& value, const
   } else {
     detail::require_float<T>();
     value.check_params(params, v_.size(1), detail::value_where(fn, Value::name, v_).c_str());
-    const Tensor<T> v = v_.contiguous(), dvhat = dvhat_.contiguous();
+    const Tensor<T, Dev> v = v_.contiguous(), dvhat = dvhat_.contiguous();
     const int64_t B = v.size(0), Hkv = v.size(1), S = v.size(2), d = v.size(3);
     const auto args = value.args(params);
-    ValueTransformGrads<T, Value> g;
-    g.dv = detail::output_zeros<T>(v.shape());
+    ValueTransformGrads<T, Value, Dev> g;
+    g.dv = detail::output_zeros<T, Dev>(v.shape());
     g.dparams = policy::zeros_like(params);
     std::vector<double> dparam(static_cast<std::size_t>(B * Hkv), 0.0);
     parallel_for(0, B * Hkv, 1, [&](int64_t lo, int64_t hi) {
@@ -110,8 +110,8 @@ ValueTransformGrads<T, Value> value_transform_backward(const Value& value, const
 // ---------------------------------------------------------------- gates
 
 namespace detail {
-template <class Gate, class T>
-int64_t check_gate(const char* fn, const Tensor<T>& x, const Tensor<T>& logit) {
+template <class Gate, class T, HostDevice Dev>
+int64_t check_gate(const char* fn, const Tensor<T, Dev>& x, const Tensor<T, Dev>& logit) {
   static_assert(gate::is_policy_v<Gate>,
                 "gate_forward/gate_backward: the first argument must be a sinklab::gate policy");
   static_assert(Gate::enabled, "gate_forward/gate_backward: gate::None has no gate to apply");
@@ -127,13 +127,13 @@ int64_t check_gate(const char* fn, const Tensor<T>& x, const Tensor<T>& logit) {
 }  // namespace detail
 
 // y = σ(logit) ⊙ x, the gate broadcast over the channels of a head when it is per head.
-template <class Gate, class T>
-Tensor<T> gate_forward(const Gate&, const Tensor<T>& x_, const Tensor<T>& logit_) {
+template <class Gate, class T, HostDevice Dev>
+Tensor<T, Dev> gate_forward(const Gate&, const Tensor<T, Dev>& x_, const Tensor<T, Dev>& logit_) {
   detail::require_float<T>();
   const int64_t G = detail::check_gate<Gate>("gate_forward", x_, logit_);
-  const Tensor<T> x = x_.contiguous(), logit = logit_.contiguous();
+  const Tensor<T, Dev> x = x_.contiguous(), logit = logit_.contiguous();
   const int64_t rows = x.numel() / std::max<int64_t>(1, x.size(3)), d = x.size(3);
-  Tensor<T> y = detail::output_zeros<T>(x.shape());
+  Tensor<T, Dev> y = detail::output_zeros<T, Dev>(x.shape());
   parallel_for(0, rows, 256, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* xr = x.data() + r * d;
@@ -151,15 +151,15 @@ Tensor<T> gate_forward(const Gate&, const Tensor<T>& x_, const Tensor<T>& logit_
 }
 
 // dx = σ(logit) ⊙ dy;  dlogit = σ'(logit) · Σ_(channels of the gate) x ⊙ dy.
-template <class Gate, class T>
-GateGrads<T> gate_backward(const Gate&, const Tensor<T>& x_, const Tensor<T>& logit_, const Tensor<T>& dy_) {
+template <class Gate, class T, HostDevice Dev>
+GateGrads<T, Dev> gate_backward(const Gate&, const Tensor<T, Dev>& x_, const Tensor<T, Dev>& logit_, const Tensor<T, Dev>& dy_) {
   detail::require_float<T>();
   const int64_t G = detail::check_gate<Gate>("gate_backward", x_, logit_);
   SINKLAB_CHECK(dy_.shape() == x_.shape(), "gate_backward: gradient ", dy_.shape(),
                 " must have the shape of the gated tensor ", x_.shape());
-  const Tensor<T> x = x_.contiguous(), logit = logit_.contiguous(), dy = dy_.contiguous();
+  const Tensor<T, Dev> x = x_.contiguous(), logit = logit_.contiguous(), dy = dy_.contiguous();
   const int64_t rows = x.numel() / std::max<int64_t>(1, x.size(3)), d = x.size(3);
-  GateGrads<T> g{detail::output_zeros<T>(x.shape()), detail::output_zeros<T>(logit.shape())};
+  GateGrads<T, Dev> g{detail::output_zeros<T, Dev>(x.shape()), detail::output_zeros<T, Dev>(logit.shape())};
   parallel_for(0, rows, 256, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* xr = x.data() + r * d;
@@ -180,6 +180,24 @@ GateGrads<T> gate_backward(const Gate&, const Tensor<T>& x_, const Tensor<T>& lo
     }
   });
   return g;
+}
+
+// What the attention recorder keeps: |x_j| per row of [B, heads, L, d] → [B, heads, L].
+template <class T, HostDevice Dev>
+Tensor<T, Dev> row_norms(const Tensor<T, Dev>& x_) {
+  const Tensor<T, Dev> x = x_.contiguous();
+  const int64_t d = x.size(3), rows = x.numel() / std::max<int64_t>(d, 1);
+  Tensor<T, Dev> n = Tensor<T, Dev>::empty({x.size(0), x.size(1), x.size(2)});
+  for (int64_t r = 0; r < rows; ++r) n.data()[r] = std::sqrt(simd::dot(x.data() + r * d, x.data() + r * d, d));
+  return n;
+}
+// ... and the gate's activation of its logits, elementwise.
+template <class Gate, class T, HostDevice Dev>
+Tensor<T, Dev> gate_values(const Gate&, const Tensor<T, Dev>& logit_) {
+  const Tensor<T, Dev> logit = logit_.contiguous();
+  Tensor<T, Dev> s = Tensor<T, Dev>::empty(logit.shape());
+  for (int64_t i = 0; i < logit.numel(); ++i) s.data()[i] = Gate::activation(logit.data()[i]);
+  return s;
 }
 
 }  // namespace sinklab::kernels::cpu

@@ -9,49 +9,12 @@
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/policy/activation.hpp"
+#include "sinklab/policy/elementwise.hpp"
 
 namespace sinklab::kernels::cpu {
 
-// Element functions. Each has value(x) and, for the autodiff, grad(x, y, gy) = gy · f'(x)
-// written with whichever of x and y = f(x) is cheaper. Activations come from policy/activation.hpp.
-namespace fn {
-struct Exp {
-  template <class V> static V value(V x) { using std::exp; using xsimd::exp; return exp(x); }
-  template <class V> static V grad(V, V y, V gy) { return gy * y; }
-};
-struct Log {
-  template <class V> static V value(V x) { using std::log; using xsimd::log; return log(x); }
-  template <class V> static V grad(V x, V, V gy) { return gy / x; }
-};
-// An activation of policy/activation.hpp as an element function (the derivative from y where
-// the activation offers that form).
-template <act::Activation A>
-struct Activation {
-  template <class V> static V value(V x) { return A::f(x); }
-  template <class V> static V grad(V x, V y, V gy) {
-    if constexpr (requires { A::df_from_output(y); }) return gy * A::df_from_output(y);
-    else return gy * A::df(x);
-  }
-};
-using Tanh = Activation<act::Tanh>;
-using Sigmoid = Activation<act::Sigmoid>;
-using Silu = Activation<act::SiLU>;
-using Gelu = Activation<act::GELU>;
-using Relu = Activation<act::ReLU>;
-struct Square {
-  template <class V> static V value(V x) { return x * x; }
-  template <class V> static V grad(V x, V, V gy) { return V(2) * x * gy; }
-};
-struct Sqrt {
-  template <class V> static V value(V x) { using std::sqrt; using xsimd::sqrt; return sqrt(x); }
-  template <class V> static V grad(V, V y, V gy) { return V(0.5) * gy / y; }
-};
-
-struct Add { template <class V> V operator()(V a, V b) const { return a + b; } };
-struct Sub { template <class V> V operator()(V a, V b) const { return a - b; } };
-struct Mul { template <class V> V operator()(V a, V b) const { return a * b; } };
-struct Div { template <class V> V operator()(V a, V b) const { return a / b; } };
-}  // namespace fn
+// The element functions (policy/elementwise.hpp) under their kernel-side name.
+namespace fn = ::sinklab::elem;
 
 inline constexpr int64_t kElementwiseGrain = int64_t{1} << 14;
 
@@ -128,16 +91,16 @@ inline bool is_trailing(const Shape& small, const Shape& big) {
 }  // namespace detail
 
 // out = f(a, b) with broadcasting; a and b contiguous.
-template <class T, class F>
-Tensor<T> broadcast_binary(const Tensor<T>& a_in, const Tensor<T>& b_in, F f, const char* op) {
-  const Tensor<T> a = a_in.contiguous(), b = b_in.contiguous();
+template <class T, HostDevice Dev, class F>
+Tensor<T, Dev> broadcast_binary(const Tensor<T, Dev>& a_in, const Tensor<T, Dev>& b_in, F f, const char* op) {
+  const Tensor<T, Dev> a = a_in.contiguous(), b = b_in.contiguous();
   if (a.shape() == b.shape()) {
-    Tensor<T> out = Tensor<T>::empty(a.shape());
+    Tensor<T, Dev> out = Tensor<T, Dev>::empty(a.shape());
     binary(a.data(), b.data(), out.data(), a.numel(), f);
     return out;
   }
   const Shape os = broadcast_shape(a.shape(), b.shape(), op);
-  Tensor<T> out = Tensor<T>::empty(os);
+  Tensor<T, Dev> out = Tensor<T, Dev>::empty(os);
   T* y = out.data();
   if (b.numel() == 1 && a.shape() == os) {
     binary_scalar(a.data(), b.data()[0], y, out.numel(), f);
@@ -183,11 +146,11 @@ Tensor<T> broadcast_binary(const Tensor<T>& a_in, const Tensor<T>& b_in, F f, co
 }
 
 // Sums a gradient of the broadcast shape back to `target` (the reverse of broadcasting).
-template <class T>
-Tensor<T> sum_to(const Tensor<T>& g_in, const Shape& target) {
+template <class T, HostDevice Dev>
+Tensor<T, Dev> sum_to(const Tensor<T, Dev>& g_in, const Shape& target) {
   if (g_in.shape() == target) return g_in;
-  const Tensor<T> g = g_in.contiguous();
-  Tensor<T> out = Tensor<T>::zeros(target);
+  const Tensor<T, Dev> g = g_in.contiguous();
+  Tensor<T, Dev> out = Tensor<T, Dev>::zeros(target);
   T* y = out.data();
   const T* pg = g.data();
   if (detail::is_trailing(target, g.shape())) {
@@ -203,6 +166,53 @@ Tensor<T> sum_to(const Tensor<T>& g_in, const Shape& target) {
       for (int64_t i2 = 0; i2 < d[2]; ++i2)
         for (int64_t i3 = 0; i3 < d[3]; ++i3) y[i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3]] += pg[k++];
   return out;
+}
+
+// dst (any strides) += src (same shape, contiguous or not).
+template <class T, HostDevice Dev>
+void add_into(Tensor<T, Dev> dst, const Tensor<T, Dev>& src) {
+  const Tensor<T, Dev> s = src.contiguous();
+  const T* p = s.data();
+  T* d = dst.data();
+  int64_t k = 0;
+  dst.for_each_offset([&](int64_t o) { d[o] += p[k++]; });
+}
+
+// y[i] = table[ids[i]] for rows of width D; throws on an id outside [0, V).
+template <class T>
+void embedding_forward(const T* table, int64_t V, int64_t D, const int32_t* ids, int64_t n, T* y) {
+  for (int64_t i = 0; i < n; ++i)
+    SINKLAB_CHECK(ids[i] >= 0 && ids[i] < V, "embedding: id ", ids[i], " at position ", i, " is outside [0, ", V,
+                  ") for a table of shape [", V, ", ", D, "]");
+  parallel_for(0, n, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) std::copy_n(table + ids[i] * D, D, y + i * D);
+  });
+}
+// gtable[ids[i]] += g[i] (in order: repeated ids add up deterministically).
+template <class T>
+void embedding_backward(const T* g, const int32_t* ids, int64_t n, int64_t D, T* gtable) {
+  for (int64_t i = 0; i < n; ++i) add_inplace(gtable + ids[i] * D, g + i * D, D);
+}
+
+// y = `times` copies of x (per elements each), back to back.
+template <class T>
+void repeat(const T* x, int64_t per, int64_t times, T* y) {
+  for (int64_t b = 0; b < times; ++b) std::copy_n(x, per, y + b * per);
+}
+// gx += Σ over the copies of g (the backward of repeat).
+template <class T>
+void repeat_backward(const T* g, int64_t per, int64_t times, T* gx) {
+  for (int64_t b = 0; b < times; ++b) add_inplace(gx, g + b * per, per);
+}
+
+// y = x^p and gx = gy · p · x^(p−1), with std::pow (exact for whole p and negative x).
+template <class T>
+void pow_forward(const T* x, T p, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::pow(x[i], p);
+}
+template <class T>
+void pow_backward(const T* x, T p, const T* gy, T* gx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * p * std::pow(x[i], p - T(1));
 }
 
 }  // namespace sinklab::kernels::cpu

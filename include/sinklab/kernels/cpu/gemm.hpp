@@ -11,11 +11,12 @@
 #include <type_traits>
 
 #include "sinklab/core/parallel.hpp"
+#include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cpu/gemm_packed.hpp"
 
 namespace sinklab::kernels::cpu {
 
-enum class Trans { N, T };
+using kernels::Trans;
 
 namespace detail {
 // For translation units that included Eigen before this header (with OpenMP on): a pool

@@ -70,4 +70,21 @@ void merge_heads_grad(const T* g, T* gx, bool fresh, int64_t B, int64_t H, int64
   });
 }
 
+// Columns [col0, col0 + heads·d) of x [B, L, N] → y [B, heads, L, d].
+template <class T>
+void split_heads(const T* x, int64_t B, int64_t L, int64_t N, int64_t col0, int64_t heads, int64_t d, T* y) {
+  gather_heads(x, B, L, N, col0, heads, d, y, [d](const T* src, T* dst, int64_t) { simd::copy(src, dst, d); });
+}
+// Its backward: g [B, heads, L, d] into those columns of gx (written when fresh, added otherwise).
+template <class T>
+void split_heads_grad(const T* g, T* gx, bool fresh, int64_t B, int64_t L, int64_t N, int64_t col0, int64_t heads,
+                      int64_t d) {
+  scatter_heads(g, gx, fresh, B, L, N, col0, heads, d, [d](const T* src, T* dst, int64_t, bool add) {
+    if (add)
+      simd::apply(dst, src, dst, d, [](auto a, auto b) { return a + b; });
+    else
+      simd::copy(src, dst, d);
+  });
+}
+
 }  // namespace sinklab::kernels::cpu

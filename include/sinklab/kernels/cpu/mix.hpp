@@ -6,24 +6,11 @@
 #include <type_traits>
 
 #include "sinklab/core/parallel.hpp"
+#include "sinklab/kernels/backend.hpp"
 
 namespace sinklab::kernels::cpu {
 
-template <class T>
-struct MixPair {
-  const T* a = nullptr;               // anchor [B, H, L, C]
-  const T* s = nullptr;               // current projection, same shape; null: anchor term only
-  const T* l1 = nullptr;              // coefficients of the anchor
-  const T* l2 = nullptr;              // coefficients of s (unused without s)
-  const T* gamma = nullptr;           // per-token scales [B, L, K]; null: 1
-  int64_t K = 0, col1 = 0, col2 = 1;  // γ columns of the two terms
-  int64_t B = 0, H = 0, L = 0, C = 0;
-  int64_t head_stride = 0;            // 0 (one coefficient), 1 (per head) or C (per element)
-  bool per_channel = false;           // head_stride == C: one coefficient per channel
-
-  int64_t coef_row(int64_t h) const { return h * head_stride; }
-  T scale(int64_t b, int64_t t, int64_t col) const { return gamma ? gamma[(b * L + t) * K + col] : T(1); }
-};
+using kernels::MixPair;
 
 // y [B, H, L, C].
 template <class T>

@@ -6,20 +6,12 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/kernels/backend.hpp"
 
 namespace sinklab::kernels::cpu {
 
-struct AxisView {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-inline AxisView axis_view(const Shape& s, int axis) {
-  axis = s.normalize(axis);
-  AxisView v;
-  for (int i = 0; i < axis; ++i) v.outer *= s[i];
-  v.n = s[axis];
-  for (int i = axis + 1; i < s.rank(); ++i) v.inner *= s[i];
-  return v;
-}
+using kernels::AxisView;
+using kernels::axis_view;
 
 // out[o, i] = Σ_k x[o, k, i]
 template <class T>
@@ -56,6 +48,33 @@ void max_axis(const T* x, T* out, int64_t* arg, AxisView v) {
         arg[o * v.inner + i] = a;
       }
   });
+}
+
+// gx[o, k, i] += scale · g[o, i] for every k (the backward of sum / mean over an axis).
+template <class T>
+void broadcast_axis_add(const T* g, T* gx, AxisView v, T scale) {
+  parallel_for(0, v.outer, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t k = 0; k < v.n; ++k)
+        simd::apply(gx + (o * v.n + k) * v.inner, g + o * v.inner, gx + (o * v.n + k) * v.inner, v.inner,
+                    [scale](auto a, auto b) { return a + decltype(a)(scale) * b; });
+  });
+}
+
+// gx[o, arg[o, i], i] += g[o, i] (the backward of max_axis).
+template <class T>
+void max_axis_backward(const T* g, const int64_t* arg, T* gx, AxisView v) {
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t r = o * v.inner + i;
+      gx[(o * v.n + arg[r]) * v.inner + i] += g[r];
+    }
+}
+
+// Σ x over n contiguous elements.
+template <class T>
+T sum_all(const T* x, int64_t n) {
+  return simd::sum(x, n);
 }
 
 }  // namespace sinklab::kernels::cpu

@@ -83,4 +83,16 @@ void heads_grad_to_projection(const T* dq, const T* dk, const T* dv, int64_t B, 
   });
 }
 
+// The backward of rope_gather: g [B, heads, L, d] rotated back (angle −p·θ) into columns
+// [col0, col0 + heads·d) of gx [B, L, N] (written when fresh, added otherwise).
+template <class T>
+void rope_gather_grad(const T* g, T* gx, bool fresh, int64_t B, int64_t L, int64_t N, int64_t col0, int64_t heads,
+                      int64_t d, const T* cos, const T* sin, int64_t offset) {
+  const int64_t half = d / 2;
+  scatter_heads(g, gx, fresh, B, L, N, col0, heads, d, [&](const T* src, T* dst, int64_t t, bool add) {
+    const int64_t p = offset + t;
+    rope_row(src, dst, cos + p * half, sin + p * half, half, T(-1), add);
+  });
+}
+
 }  // namespace sinklab::kernels::cpu

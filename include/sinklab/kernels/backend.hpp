@@ -1,0 +1,66 @@
+// The one dispatch point between differentiable ops and a device's loops.
+//
+// Every op in autodiff/ops calls its kernels as kernels::backend<Device>::name(...), never a
+// device's namespace directly, so a backend is added by defining one specialisation with the same
+// names: kernels/cpu/backend.hpp for cpu (it lists the whole interface), the CUDA backend for
+// cuda. The argument types every backend shares (GEMM transposes, an axis seen as
+// [outer, n, inner], attention options) live here.
+#pragma once
+#include <cstdint>
+
+#include "sinklab/core/config.hpp"
+#include "sinklab/core/device.hpp"
+#include "sinklab/core/shape.hpp"
+#include "sinklab/core/tensor.hpp"
+
+namespace sinklab::kernels {
+
+template <class Device>
+struct backend {
+  static_assert(sizeof(Device) == 0,
+                "kernels::backend<Device>: no kernels for this device. Include its backend "
+                "(sinklab/kernels/cpu/backend.hpp for cpu; the CUDA backend for cuda).");
+};
+
+// Whether a GEMM operand is read as stored (N) or transposed (T).
+enum class Trans { N, T };
+
+// One axis of a contiguous tensor, the tensor seen as [outer, n, inner].
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline AxisView axis_view(const Shape& s, int axis) {
+  axis = s.normalize(axis);
+  AxisView v;
+  for (int i = 0; i < axis; ++i) v.outer *= s[i];
+  v.n = s[axis];
+  for (int i = axis + 1; i < s.rank(); ++i) v.inner *= s[i];
+  return v;
+}
+
+struct AttentionOptions {
+  double scale = 0.0;          // multiplies q·k before the score function; 0 means 1/√d_head
+  Tensor<int64_t> kv_lengths;  // [B] keys per batch entry (padding at the end), on the host; undefined: all S
+  // Blocks of the fused kernels. 32 × 128 beat 64 × 64 by 5–15% forward and 3–11% backward for
+  // d_head 32–64 and T 128–1024 (more query tasks to balance, half the per-row softmax passes).
+  int64_t block_q = 32;   // rows of a query block
+  int64_t block_k = 128;  // keys of a key block
+};
+
+template <class T>
+struct MixPair {  // the anchor-mixing node's operands (autodiff/ops/mix.hpp)
+  const T* a = nullptr;               // anchor [B, H, L, C]
+  const T* s = nullptr;               // current projection, same shape; null: anchor term only
+  const T* l1 = nullptr;              // coefficients of the anchor
+  const T* l2 = nullptr;              // coefficients of s (unused without s)
+  const T* gamma = nullptr;           // per-token scales [B, L, K]; null: 1
+  int64_t K = 0, col1 = 0, col2 = 1;  // γ columns of the two terms
+  int64_t B = 0, H = 0, L = 0, C = 0;
+  int64_t head_stride = 0;            // 0 (one coefficient), 1 (per head) or C (per element)
+  bool per_channel = false;           // head_stride == C: one coefficient per channel
+
+  SINKLAB_HD int64_t coef_row(int64_t h) const { return h * head_stride; }
+  SINKLAB_HD T scale(int64_t b, int64_t t, int64_t col) const { return gamma ? gamma[(b * L + t) * K + col] : T(1); }
+};
+
+}  // namespace sinklab::kernels
