@@ -12,3 +12,7 @@
 #include "sinklab/autodiff/ops/mix.hpp"
 #include "sinklab/autodiff/ops/norm.hpp"
 #include "sinklab/autodiff/ops/rope.hpp"
+#include "sinklab/core/rng.hpp"
+#include "sinklab/optim/adamw.hpp"
+#include "sinklab/optim/muon.hpp"
+#include "sinklab/optim/sgd.hpp"

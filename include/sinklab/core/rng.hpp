@@ -7,6 +7,7 @@
 
 #include "sinklab/core/config.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
 
@@ -132,5 +133,12 @@ class Rng {
 
   uint64_t seed_, stream_, counter_ = 0;
 };
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(void Rng::fill_uniform<float>(Tensor<float>&, float, float))
+SINKLAB_EXTERN_TEMPLATE(void Rng::fill_normal<float>(Tensor<float>&, float, float))
+SINKLAB_EXTERN_TEMPLATE(void Rng::fill_truncated_normal<float>(Tensor<float>&, float, float, double))
+SINKLAB_EXTERN_TEMPLATE(Tensor<float> Rng::normal<float>(const Shape&, float, float))
+SINKLAB_EXTERN_TEMPLATE(Tensor<float> Rng::uniform<float>(const Shape&, float, float))
 
 }  // namespace sinklab

@@ -17,6 +17,7 @@
 
 #include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/optim/param_group.hpp"
@@ -169,5 +170,9 @@ class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T>> {
  private:
   static constexpr int64_t kGrain = int64_t{1} << 15;
 };
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(class OptimizerBase<float, AdamWOptions, AdamWState<float>>)
+SINKLAB_EXTERN_TEMPLATE(class AdamW<float>)
 
 }  // namespace sinklab::optim

@@ -29,6 +29,7 @@
 
 #include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
@@ -251,5 +252,10 @@ class MuonAdamW {
   Muon<T> muon_;
   AdamW<T> adamw_;
 };
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(class OptimizerBase<float, MuonOptions, MuonState<float>>)
+SINKLAB_EXTERN_TEMPLATE(class Muon<float>)
+SINKLAB_EXTERN_TEMPLATE(class MuonAdamW<float>)
 
 }  // namespace sinklab::optim

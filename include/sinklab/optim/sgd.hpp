@@ -16,6 +16,7 @@
 
 #include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/optim/param_group.hpp"
@@ -124,5 +125,9 @@ class SGD : public OptimizerBase<T, SGDOptions, SGDState<T>> {
  private:
   static constexpr int64_t kGrain = int64_t{1} << 15;
 };
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp).
+SINKLAB_EXTERN_TEMPLATE(class OptimizerBase<float, SGDOptions, SGDState<float>>)
+SINKLAB_EXTERN_TEMPLATE(class SGD<float>)
 
 }  // namespace sinklab::optim
