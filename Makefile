@@ -1,7 +1,7 @@
 # Entry points: `make demo` and `make test`. Both first install any missing Debian packages
 # through scripts/install-deps.sh; the build itself is CMake's, this file only drives it.
 
-# The flagship example that `make demo` builds and runs (examples/$(DEMO).cpp).
+# The flagship example that `make demo` builds and runs (examples/$(DEMO).cpp or examples/$(DEMO)/).
 DEMO        ?= vga_bigram_backcopy
 # The flagship runs the calibrated setting (batch 64 × 2000 steps, 3 seeds) for the paper's main
 # comparison, vanilla vs VGA; --resume makes a second `make demo` reuse finished runs (and
@@ -40,7 +40,7 @@ demo-deps:
 	@bash scripts/install-deps.sh demo
 
 demo: demo-deps demo-data
-	@test -f examples/$(DEMO).cpp || { echo "make demo: examples/$(DEMO).cpp not found (choose one with DEMO=<name>)" >&2; exit 1; }
+	@test -f examples/$(DEMO).cpp || test -f examples/$(DEMO)/main.cpp || { echo "make demo: neither examples/$(DEMO).cpp nor examples/$(DEMO)/main.cpp exists (choose one with DEMO=<name>)" >&2; exit 1; }
 	@$(CONFIGURE) -B $(RELEASE_DIR) -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=ON \
 	  -DSINKLAB_BUILD_BENCH=OFF > /dev/null
 	@$(CMAKE) --build $(RELEASE_DIR) -j $(JOBS) --target $(DEMO)

@@ -1,30 +1,22 @@
-# The include graph obeys the layering (scripts/check-layering.sh), and the check itself fails
-# on a header that breaks it (written to scratch trees): a policy header including nn/, an op
-# including a CPU kernel header, an op calling kernels::cpu instead of kernels::backend<Device>,
-# an op looping over a tensor's data itself.
+# The include graph obeys the layering (scripts/check-layering.sh), and the check itself fails on
+# each kind of header that breaks it, written to a scratch tree of its own.
 add_test(NAME layering COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layering.sh ${PROJECT_SOURCE_DIR})
 
-set(_bad ${CMAKE_CURRENT_BINARY_DIR}/layering_violation)
-file(WRITE ${_bad}/include/sinklab/policy/bad.hpp "#include \"sinklab/nn/attention.hpp\"\n")
-add_test(NAME layering_catches_violation COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layering.sh ${_bad})
-set_tests_properties(layering_catches_violation PROPERTIES WILL_FAIL TRUE)
+# layering_catches_<what>: a tree holding include/sinklab/<header> with `content` must fail the check.
+function(sinklab_layering_violation what header content)
+  set(tree ${CMAKE_CURRENT_BINARY_DIR}/layering_${what})
+  file(WRITE ${tree}/include/sinklab/${header} "${content}")
+  add_test(NAME layering_catches_${what} COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layering.sh ${tree})
+  set_tests_properties(layering_catches_${what} PROPERTIES WILL_FAIL TRUE)
+endfunction()
 
-set(_bad_include ${CMAKE_CURRENT_BINARY_DIR}/layering_op_includes_cpu)
-file(WRITE ${_bad_include}/include/sinklab/autodiff/ops/bad.hpp "#include \"sinklab/kernels/cpu/gemm.hpp\"\n")
-add_test(NAME layering_catches_op_including_cpu_kernels
-         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layering.sh ${_bad_include})
-set_tests_properties(layering_catches_op_including_cpu_kernels PROPERTIES WILL_FAIL TRUE)
-
-set(_bad_call ${CMAKE_CURRENT_BINARY_DIR}/layering_op_calls_cpu)
-file(WRITE ${_bad_call}/include/sinklab/autodiff/ops/bad.hpp
-     "#include \"sinklab/kernels/backend.hpp\"\ninline void f() { sinklab::kernels::cpu::gemm(); }  // a call\n")
-add_test(NAME layering_catches_op_calling_cpu_kernels
-         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layering.sh ${_bad_call})
-set_tests_properties(layering_catches_op_calling_cpu_kernels PROPERTIES WILL_FAIL TRUE)
-
-set(_bad_loop ${CMAKE_CURRENT_BINARY_DIR}/layering_op_loops)
-file(WRITE ${_bad_loop}/include/sinklab/autodiff/ops/bad.hpp
-     "#include \"sinklab/kernels/backend.hpp\"\ntemplate <class X> void f(X& t) { t.data()[0] = 1; }\n")
-add_test(NAME layering_catches_op_looping_over_data
-         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-layering.sh ${_bad_loop})
-set_tests_properties(layering_catches_op_looping_over_data PROPERTIES WILL_FAIL TRUE)
+# a policy header including nn/
+sinklab_layering_violation(violation policy/bad.hpp "#include \"sinklab/nn/attention.hpp\"\n")
+# an op including a CPU kernel header instead of kernels/<device>/backend.hpp
+sinklab_layering_violation(op_including_cpu_kernels autodiff/ops/bad.hpp "#include \"sinklab/kernels/cpu/gemm.hpp\"\n")
+# an op calling kernels::cpu instead of kernels::backend<Device>
+sinklab_layering_violation(op_calling_cpu_kernels autodiff/ops/bad.hpp
+                           "#include \"sinklab/kernels/backend.hpp\"\ninline void f() { sinklab::kernels::cpu::gemm(); }  // a call\n")
+# an op looping over a tensor's data itself
+sinklab_layering_violation(op_looping_over_data autodiff/ops/bad.hpp
+                           "#include \"sinklab/kernels/backend.hpp\"\ntemplate <class X> void f(X& t) { t.data()[0] = 1; }\n")

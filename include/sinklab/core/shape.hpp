@@ -103,4 +103,29 @@ inline std::array<int64_t, kMaxRank> contiguous_strides(const Shape& s) {
   return st;
 }
 
+// f(k, offset) for the k-th element, in row-major order, of a tensor of this shape (rank ≤
+// kMaxRank) at the given strides: the one walk behind strided copies, fills and views.
+template <class F>
+void for_each_strided(const int64_t* shape, const int64_t* strides, int rank, F&& f) {
+  if (rank == 0) {
+    f(int64_t{0}, int64_t{0});
+    return;
+  }
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  std::array<int64_t, kMaxRank> idx{};
+  int64_t off = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    f(k, off);
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= (shape[d] - 1) * strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
 }  // namespace sinklab

@@ -23,6 +23,7 @@
 
 #include "sinklab/core/device.hpp"
 #include "sinklab/core/parallel.hpp"
+#include "sinklab/core/shape.hpp"
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -175,38 +176,14 @@ struct memory<cpu> {
   // dst (dense) ← the elements of src at the given strides, in row-major order.
   template <class T>
   static void gather(T* dst, const T* src, const int64_t* shape, const int64_t* strides, int rank) {
-    visit_offsets(shape, strides, rank, [&](int64_t k, int64_t o) { dst[k] = src[o]; });
+    for_each_strided(shape, strides, rank, [&](int64_t k, int64_t o) { dst[k] = src[o]; });
   }
   // The elements of dst at the given strides ← src (dense), in row-major order.
   template <class T>
   static void scatter(T* dst, const T* src, const int64_t* shape, const int64_t* strides, int rank) {
-    visit_offsets(shape, strides, rank, [&](int64_t k, int64_t o) { dst[o] = src[k]; });
+    for_each_strided(shape, strides, rank, [&](int64_t k, int64_t o) { dst[o] = src[k]; });
   }
 
-  static constexpr int kMaxDims = 8;
-  // f(k, offset) for the k-th element in row-major order at its strided offset.
-  template <class F>
-  static void visit_offsets(const int64_t* shape, const int64_t* strides, int rank, F&& f) {
-    int64_t n = 1;
-    for (int d = 0; d < rank; ++d) n *= shape[d];
-    if (rank == 0) {
-      f(int64_t{0}, int64_t{0});
-      return;
-    }
-    int64_t idx[kMaxDims] = {};
-    int64_t off = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      f(k, off);
-      for (int d = rank - 1; d >= 0; --d) {
-        if (++idx[d] < shape[d]) {
-          off += strides[d];
-          break;
-        }
-        off -= (shape[d] - 1) * strides[d];
-        idx[d] = 0;
-      }
-    }
-  }
 };
 
 }  // namespace sinklab

@@ -206,25 +206,7 @@ class Tensor {
   // Visits the storage offset (relative to data()) of every element in row-major order.
   template <class F>
   void for_each_offset(F&& f) const {
-    const int r = rank();
-    if (r == 0) {
-      f(int64_t{0});
-      return;
-    }
-    std::array<int64_t, kMaxRank> idx{};
-    const int64_t n = numel();
-    int64_t off = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      f(off);
-      for (int d = r - 1; d >= 0; --d) {
-        if (++idx[d] < shape_[d]) {
-          off += strides_[d];
-          break;
-        }
-        off -= (shape_[d] - 1) * strides_[d];
-        idx[d] = 0;
-      }
-    }
+    for_each_strided(shape_.begin(), strides_.data(), rank(), [&f](int64_t, int64_t off) { f(off); });
   }
 
  private:

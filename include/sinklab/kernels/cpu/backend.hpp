@@ -5,6 +5,9 @@
 // The kernels that take tensors (broadcasting, attention) accept a Tensor<T, Device> of any
 // device whose memory the host can read, so a host-memory device (a test's, say) may derive its
 // backend from this one and replace single kernels.
+//
+// Inside namespace sinklab::kernels the name `cpu` is the namespace kernels::cpu; the device tag
+// is sinklab::cpu (write it so in a backend specialisation).
 #pragma once
 #include <utility>
 
