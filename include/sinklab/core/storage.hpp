@@ -1,6 +1,7 @@
 // Reference-counted, 64-byte aligned host buffers recycled through a size-keyed pool,
 // so a training loop that allocates the same shapes every step stops calling malloc
-// after its first step.
+// after its first step. memory<cpu> (at the end) is the cpu device's memory (core/device.hpp)
+// on top of the pool.
 //
 // Blocks of 1 MiB and more are whole 2 MiB pages: on Linux each is its own 2 MiB-aligned
 // mapping that asks for transparent huge pages (MADV_HUGEPAGE; honoured when THP is "always"
@@ -9,11 +10,11 @@
 // needs another TLB entry: the large decoder of bench/train_step runs 3% faster on huge pages.
 // The price is up to 2× the memory for blocks just over 1 MiB.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -183,7 +184,6 @@ struct memory<cpu> {
   static void scatter(T* dst, const T* src, const int64_t* shape, const int64_t* strides, int rank) {
     for_each_strided(shape, strides, rank, [&](int64_t k, int64_t o) { dst[o] = src[k]; });
   }
-
 };
 
 }  // namespace sinklab
