@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/experiment/experiment.hpp"
@@ -52,6 +53,8 @@ Tensor<float> target_w() {
 
 struct ToyTrainer {
   int64_t steps = 40, kill_at = -1, signal_at = -1;
+  double diverge_above = std::numeric_limits<double>::infinity();
+  int at_end_calls = 0;
   double eval_loss(Toy& m, const Tensor<float>& x, const Tensor<float>& y) {
     autodiff::no_grad off;
     autodiff::Tape<float> tape;
@@ -73,7 +76,9 @@ struct ToyTrainer {
     autodiff::Tape<float> t1;
     const Tensor<float> ey = autodiff::matmul(t1.constant(ex), t1.constant(tw)).value();
     int64_t step = 0;
-    train(run, m, opt, {.steps = steps, .eval_every = 5, .checkpoint_seconds = 0},
+    train(run, m, opt,
+          {.steps = steps, .eval_every = 5, .checkpoint_seconds = 0, .diverge_above = diverge_above,
+           .at_end = [&] { return Json{{"at_end", ++at_end_calls}, {"w_final", double(m.w.value.data()[0])}}; }},
           [&](Rng& data) {
             step = static_cast<int64_t>(opt.step_count()) + 1;
             if (step == kill_at) throw std::runtime_error("killed");
@@ -286,6 +291,36 @@ TEST_CASE("Matrix: paired runs see the same batches; a killed run resumes to the
   CHECK(std::count(dyn.begin(), dyn.end(), '\n') == 10);
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+TEST_CASE("train: a loss above diverge_above ends the run as diverged; at_end adds to the final result") {
+  const fs::path d = fresh_dir("diverge");
+  CommonFlags f = flags_for(d);
+  f.seeds = {3};
+  ToyTrainer exploding;
+  exploding.diverge_above = 0.0;  // every loss is above it: the run diverges at step 1
+  Matrix m("toy", f, {"plain"}, Json::object());
+  CHECK(m.run(std::ref(exploding)));
+  const RunResult& r = *m.of("plain")[0];
+  CHECK(r.diverged);
+  CHECK(r.metric("diverged_at") == 1);
+  CHECK(exploding.at_end_calls == 0);  // nothing is measured on a diverged model
+  CHECK(std::isnan(r.metric("w_final")));
+
+  CommonFlags g = flags_for(fresh_dir("at_end"));
+  g.seeds = {3};
+  ToyTrainer fine;
+  Matrix n("toy", g, {"plain"}, Json::object());
+  CHECK(n.run(std::ref(fine)));
+  CHECK(fine.at_end_calls == 1);
+  CHECK_FALSE(n.of("plain")[0]->diverged);
+  CHECK(n.of("plain")[0]->metric("at_end") == 1);
+  CHECK(std::isfinite(n.of("plain")[0]->metric("w_final")));
+  CHECK(n.of("plain")[0]->metric("eval_loss") >= 0);  // the last evaluation is still there
+  // Read back from disk, the added figures are part of the final result.
+  CHECK(Run::load(n.run_dir("plain", 3)).metric("at_end") == 1);
+  fs::remove_all(d);
+  fs::remove_all(n.out());
 }
 
 TEST_CASE("Progress: plain lines when piped, ETA over the whole matrix") {

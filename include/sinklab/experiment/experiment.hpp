@@ -28,4 +28,5 @@
 #include "sinklab/experiment/run.hpp"
 #include "sinklab/experiment/run_dir.hpp"
 #include "sinklab/experiment/stats.hpp"
+#include "sinklab/experiment/step.hpp"
 #include "sinklab/experiment/table.hpp"

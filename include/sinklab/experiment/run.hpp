@@ -16,8 +16,9 @@
 // position, the smoothed loss) at evaluations at most every checkpoint_seconds and whenever
 // Ctrl-C is pressed; restarts from that checkpoint when the run directory has one, dropping
 // rows logged after it, so an interrupted run continues to the same numbers as one that was
-// never stopped. A non-finite loss ends the run as diverged (recorded, not thrown): a
-// divergence is a result. At the end final.safetensors and result.json are written.
+// never stopped. A non-finite loss (or one above LoopSpec::diverge_above) ends the run as
+// diverged (recorded, not thrown): a divergence is a result. At the end final.safetensors and
+// result.json are written.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -26,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -234,6 +236,11 @@ struct LoopSpec {
   double ema = 0.95;               // smoothing of the logged train loss
   // One report line per evaluation; default: the first few numbers of the evaluation's row.
   std::function<std::string(const io::LogRow&)> report{};
+  // A training loss above this (an explosion, not a slow start) also ends the run as diverged.
+  double diverge_above = std::numeric_limits<double>::infinity();
+  // Figures measured once on the final model (post-training quantization, say), added to the
+  // final evaluation in result.json; not called for a diverged run.
+  std::function<Json()> at_end{};
 };
 
 inline std::string default_report(const io::LogRow& row) {
@@ -272,10 +279,11 @@ void train(Run& run, M& model, O& opt, const LoopSpec& spec, Step&& step_fn, Eva
   progress.resume();
   for (int64_t step = start + 1; step <= spec.steps; ++step) {
     const double loss = step_fn(run.data());
-    if (!std::isfinite(loss)) {
+    if (!std::isfinite(loss) || loss > spec.diverge_above) {
       run.mark_diverged();
       progress.print("[" + run.tag() + "] diverged: the loss is " + std::to_string(loss) + " at step " +
-                     std::to_string(step) + "; the run ends here (recorded as diverged)");
+                     std::to_string(step) + (std::isfinite(loss) ? " (above " + std::to_string(spec.diverge_above) + ")" : "") +
+                     "; the run ends here (recorded as diverged)");
       progress.skip(spec.steps - step);
       run.finish(model, Json{{"diverged_at", step}});
       return;
@@ -297,7 +305,13 @@ void train(Run& run, M& model, O& opt, const LoopSpec& spec, Step&& step_fn, Eva
       progress.resume();
     }
   }
-  run.finish(model);
+  Json extra = Json::object();
+  if (spec.at_end) {
+    progress.pause();
+    extra = spec.at_end();
+    progress.resume();
+  }
+  run.finish(model, extra);
 }
 
 }  // namespace sinklab::experiment

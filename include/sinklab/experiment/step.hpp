@@ -1,0 +1,34 @@
+// The optimisation step every example trains with, written once:
+//
+//   experiment::train(run, model, opt, spec, [&](Rng& data) {
+//     const data::TokenBatch b = task.sample(data, batch);
+//     run.see_batch(b.x);
+//     return experiment::optimisation_step(tape, model, opt, b, sched, params, /*clip_norm=*/1.0);
+//   }, evaluate);
+//
+// Forward with the loss on a fresh tape, backward, the gradients' global norm clipped (when
+// clip_norm > 0), the learning rate set from the schedule at the optimizer's step count, and the
+// update. Returns the loss.
+#pragma once
+#include <vector>
+
+#include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/optim/clip.hpp"
+#include "sinklab/optim/schedule.hpp"
+
+namespace sinklab::experiment {
+
+template <class T, class M, class O, class Batch>
+double optimisation_step(autodiff::Tape<T>& tape, M& model, O& opt, const Batch& b, const optim::Schedule& sched,
+                         const std::vector<autodiff::Parameter<T>*>& params, double clip_norm) {
+  tape.clear();
+  opt.zero_grad();
+  auto loss = model.loss(tape, b.x, b.y);
+  tape.backward(loss);
+  if (clip_norm > 0) optim::clip_grad_norm(params, clip_norm);
+  opt.set_lr_scale(sched.lr_scale(opt.step_count()));
+  opt.step();
+  return static_cast<double>(loss.item());
+}
+
+}  // namespace sinklab::experiment
