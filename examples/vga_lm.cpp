@@ -72,11 +72,11 @@
 #include <string>
 #include <vector>
 
+#include "common/sentences.hpp"
+#include "common/smoke_preset.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
-#include "sinklab/data/brown.hpp"
 #include "sinklab/data/masked_lm.hpp"
-#include "sinklab/data/split.hpp"
-#include "sinklab/data/tokenizer.hpp"
+#include "sinklab/data/word_lm.hpp"
 #include "sinklab/experiment/experiment.hpp"
 #include "sinklab/io/files.hpp"
 #include "sinklab/nn/transformer.hpp"
@@ -156,99 +156,16 @@ Json settings_json(const Settings& s, const std::string& family, const std::stri
 // ---------------------------------------------------------------------------------------------
 // Data
 
-// Used with --smoke (the CTest smoke test: no network, no corpus): a few sentences written for it.
-const char* kSmokeText =
-    "the quick brown fox jumps over the lazy dog while seven tired owls watch from an old oak tree .\n"
-    "a small boat drifts along the quiet river ; the ferryman hums , counts his coins and waits .\n"
-    "every morning the baker opens her shop at six , and the smell of fresh bread fills the street .\n"
-    "the old man said that the river was high and the boat would wait for the morning .\n"
-    "she opens the door , and the dog runs into the street to watch the boat on the river .\n";
-
-struct Corpus {
-  std::string source;                      // what the text is, for the log and run.json
-  std::vector<int32_t> train, validation;  // token streams (word ids + kSpecials)
-  int64_t vocab = 0;                       // including the specials
-  double unk_rate = 0;                     // of the validation stream
+// The corpus: --text, the built-in smoke sentences or Brown (examples/common/sentences.hpp), split
+// and tokenised by data::make_word_lm; windows start with kFirst.
+struct Corpus : data::WordLmCorpus {
+  std::string source;
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (!data::split_words(line).empty()) lines.push_back(line);
-  return lines;
-}
-
 Corpus load_corpus(const Settings& s) {
-  Corpus c;
-  std::vector<std::string> sentences;
-  if (!s.text_file.empty()) {
-    SINKLAB_CHECK(fs::exists(s.text_file), "vga_lm: --text '", s.text_file, "' does not exist (expected a plain-text file)");
-    sentences = split_lines(io::read_file_text(s.text_file));
-    c.source = "file " + s.text_file;
-  } else if (s.smoke) {
-    for (int rep = 0; rep < 12; ++rep)
-      for (auto& l : split_lines(kSmokeText)) sentences.push_back(l);
-    c.source = "the built-in smoke-test sentences (--smoke; NOT the Brown corpus, results are meaningless)";
-  } else {
-    std::optional<fs::path> dir;
-    if (!s.brown_dir.empty()) dir = fs::path(s.brown_dir);
-    try {
-      data::find_brown_files(dir);
-    } catch (const Error& e) {
-      std::fprintf(stderr,
-                   "vga_lm: the Brown corpus is missing.\n  %s\n"
-                   "  Fetch it with `scripts/fetch-data.sh brown`, point --brown-dir at it, or train on any plain\n"
-                   "  text (one sentence per line) with --text FILE.\n",
-                   e.what());
-      std::exit(2);
-    }
-    sentences = data::load_brown_sentences(dir);
-    c.source = "Brown corpus (" + std::to_string(sentences.size()) + " sentences)";
-  }
-  SINKLAB_CHECK(sentences.size() >= 10, "vga_lm: the text has ", sentences.size(),
-                " non-empty lines; at least 10 are needed for a train/validation split");
-  // 10% of the sentences, drawn with a fixed seed, are the validation set (all genres in both).
-  const data::SplitIndices split = data::split_indices(static_cast<int64_t>(sentences.size()), 0.1, 1234);
-  auto join = [&](const std::vector<int64_t>& idx) {
-    std::string t;
-    for (int64_t i : idx) t += lower(sentences[static_cast<std::size_t>(i)]) + "\n";
-    return t;
-  };
-  const std::string train_text = join(split.train), val_text = join(split.validation);
-  const data::WordTokenizer tok(train_text, {.max_size = s.vocab - kSpecials});
-  c.vocab = tok.vocab_size() + kSpecials;
-  auto encode = [&](const std::string& t) {
-    std::vector<int32_t> ids = tok.encode(t);
-    for (auto& i : ids) i += kSpecials;
-    return ids;
-  };
-  c.train = encode(train_text);
-  c.validation = encode(val_text);
-  int64_t unk = 0;
-  for (int32_t i : c.validation) unk += i == kSpecials + data::WordTokenizer::kUnk;
-  c.unk_rate = c.validation.empty() ? 0.0 : double(unk) / double(c.validation.size());
+  const examples::Sentences text = examples::load_sentences("vga_lm", s.text_file, s.brown_dir, s.smoke);
+  Corpus c{data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = kSpecials}), text.source};
   return c;
-}
-
-// Sequences [first token, w_s, ..., w_{s+T−2}] (inputs) and the words after (decoder targets).
-data::TokenBatch windows(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t T) {
-  const auto B = static_cast<int64_t>(starts.size());
-  data::TokenBatch b{Tensor<int32_t>::empty({B, T}), Tensor<int32_t>::empty({B, T})};
-  for (int64_t r = 0; r < B; ++r) {
-    const int64_t s = starts[static_cast<std::size_t>(r)];
-    SINKLAB_CHECK(s >= 0 && s + T <= static_cast<int64_t>(stream.size()), "vga_lm: window at ", s, " out of range");
-    b.x(r, 0) = kFirst;
-    for (int64_t t = 1; t < T; ++t) b.x(r, t) = stream[static_cast<std::size_t>(s + t - 1)];
-    for (int64_t t = 0; t < T; ++t) b.y(r, t) = stream[static_cast<std::size_t>(s + t)];
-  }
-  return b;
 }
 
 struct Task {
@@ -259,10 +176,7 @@ struct Task {
 
   // A training batch from `rng` (the run's data stream): random windows, masked for the encoder.
   data::TokenBatch sample(Rng& rng, int64_t batch) const {
-    std::vector<int64_t> starts(static_cast<std::size_t>(batch));
-    const int64_t n = static_cast<int64_t>(train->size()) - T;
-    for (auto& s : starts) s = rng.randint(0, n + 1);
-    return finish(windows(*train, starts, T), rng);
+    return finish(data::sample_lm_windows(*train, rng, batch, T, kFirst), rng);
   }
   data::TokenBatch finish(data::TokenBatch b, Rng& rng) const {
     if (!encoder) return b;
@@ -280,14 +194,8 @@ struct EvalData {
 EvalData make_eval_data(const Task& task, const std::vector<int32_t>& val, const Settings& s) {
   EvalData e;
   Rng mask_rng(s.eval_seed, 1);
-  const int64_t T = task.T, n_windows = (static_cast<int64_t>(val.size()) - 1) / T;
-  SINKLAB_CHECK(n_windows >= 1, "vga_lm: the validation stream (", val.size(), " tokens) is shorter than one sequence of ",
-                T, " tokens; lower --seq-len or use more text");
-  for (int64_t w = 0; w < n_windows && static_cast<int64_t>(e.validation.size()) < s.val_batches; w += s.eval_batch) {
-    std::vector<int64_t> starts;
-    for (int64_t k = w; k < std::min(n_windows, w + s.eval_batch); ++k) starts.push_back(k * T);
-    e.validation.push_back(task.finish(windows(val, starts, T), mask_rng));
-  }
+  for (auto& b : data::consecutive_lm_windows(val, task.T, s.eval_batch, s.val_batches, kFirst))
+    e.validation.push_back(task.finish(std::move(b), mask_rng));
   Rng calib(s.eval_seed, 2);
   for (int64_t i = 0; i < s.calib_batches; ++i) e.calibration.push_back(task.sample(calib, s.eval_batch));
   return e;
@@ -447,14 +355,7 @@ void fit(experiment::Run& run, const FamilyCtx& c) {
       [&](Rng& data) {
         const data::TokenBatch b = c.task.sample(data, s.batch);
         run.see_batch(b.x);
-        tape.clear();
-        opt.zero_grad();
-        auto loss = model.loss(tape, b.x, b.y);
-        tape.backward(loss);
-        if (s.clip > 0) optim::clip_grad_norm(params, s.clip);
-        opt.set_lr_scale(sched.lr_scale(opt.step_count()));
-        opt.step();
-        return static_cast<double>(loss.item());
+        return experiment::optimisation_step(tape, model, opt, b, sched, params, s.clip);
       },
       [&](int64_t step) { return evaluate(model, c.ev, s, A::score_type::has_sink, step == steps); });
 }
@@ -874,20 +775,9 @@ int main(int argc, char** argv) {
     if (app.count("--seeds") == 0) flags.seeds = {0};
   }
   if (s.smoke) {
-    experiment::preset(app, "--steps", flags.steps, 6);
-    experiment::preset(app, "--d-model", s.d_model, 16);
-    experiment::preset(app, "--layers", s.layers, 2);
-    experiment::preset(app, "--heads", s.heads, 2);
-    experiment::preset(app, "--seq-len", s.seq_len, 12);
-    experiment::preset(app, "--batch", s.batch, 4);
-    experiment::preset(app, "--vocab", s.vocab, 64);
-    experiment::preset(app, "--eval-every", s.eval_every, 3);
-    experiment::preset(app, "--eval-batch", s.eval_batch, 4);
-    experiment::preset(app, "--val-batches", s.val_batches, 2);
-    experiment::preset(app, "--calib-batches", s.calib_batches, 1);
+    examples::smoke_preset(app, flags, s);
     experiment::preset(app, "--retrofit-fraction", s.retrofit_fraction, 0.5);
     experiment::preset(app, "--registers", s.registers, 2);
-    if (app.count("--seeds") == 0) flags.seeds = {0};
   }
 
   try {

@@ -1,13 +1,15 @@
-// Tokenisers and the Brown corpus loader.
+// Tokenisers, the Brown corpus loader and the word-level language-modelling corpus.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "sinklab/data/brown.hpp"
 #include "sinklab/data/tokenizer.hpp"
+#include "sinklab/data/word_lm.hpp"
 
 using namespace sinklab;
 namespace fs = std::filesystem;
@@ -100,4 +102,35 @@ TEST_CASE("brown: the real corpus, when fetched") {
   const std::string text = data::load_brown_text();
   MESSAGE("Brown corpus: ", files.size(), " files, ", text.size(), " characters untagged");
   CHECK(text.size() > 5'000'000);
+}
+
+TEST_CASE("word_lm: a seeded split, a training-only vocabulary above the specials, windows after BOS") {
+  std::vector<std::string> sentences;
+  for (int i = 0; i < 40; ++i) sentences.push_back("The cat sat " + std::to_string(i % 7) + " .");
+  const data::WordLmCorpus c = data::make_word_lm(sentences, {.vocab = 7, .specials = 2, .validation_fraction = 0.25});
+  CHECK(c.vocab == 7);  // 2 specials + <unk> + the 4 most frequent words (the, cat, sat, .)
+  CHECK(c.train.size() + c.validation.size() == 40 * 5);
+  CHECK(c.validation.size() == 10 * 5);
+  for (int32_t id : c.train) CHECK((id >= 2 && id < 7));
+  CHECK(c.unk_rate == doctest::Approx(0.2));  // the digits are outside a 4-word vocabulary
+  // Lowercased: "the" and "The" are one word, as frequent as "cat".
+  CHECK(std::count(c.train.begin(), c.train.end(), c.train[0]) == 30);
+  // Deterministic in the split seed.
+  CHECK(data::make_word_lm(sentences, {.vocab = 7, .specials = 2, .validation_fraction = 0.25}).validation == c.validation);
+
+  const std::vector<int32_t> stream = {5, 6, 7, 8, 9, 10, 11};
+  const data::TokenBatch b = data::lm_windows(stream, {0, 3}, 4, 0);
+  CHECK(b.x.to_vector() == std::vector<int32_t>{0, 5, 6, 7, 0, 8, 9, 10});
+  CHECK(b.y.to_vector() == std::vector<int32_t>{5, 6, 7, 8, 8, 9, 10, 11});
+  CHECK_THROWS_WITH_AS(data::lm_windows(stream, {4}, 4, 0), doctest::Contains("runs past the stream's 7 tokens"),
+                       Error);
+  const auto val = data::consecutive_lm_windows(stream, 2, 2, 10, 0);  // windows at 0, 2, 4: batches of 2 and 1
+  REQUIRE(val.size() == 2);
+  CHECK(val[1].x.to_vector() == std::vector<int32_t>{0, 9});
+  Rng rng(3);
+  const data::TokenBatch r = data::sample_lm_windows(stream, rng, 5, 7, 0);  // the only window
+  CHECK(r.y.to_vector() == std::vector<int32_t>{5, 6, 7, 8, 9, 10, 11, 5, 6, 7, 8, 9, 10, 11, 5, 6, 7, 8, 9, 10, 11,
+                                                5, 6, 7, 8, 9, 10, 11, 5, 6, 7, 8, 9, 10, 11});
+  CHECK_THROWS_WITH_AS(data::sample_lm_windows(stream, rng, 1, 8, 0), doctest::Contains("fewer than one window"), Error);
+  CHECK_THROWS_WITH_AS(data::make_word_lm({"a", "b"}), doctest::Contains("at least 10"), Error);
 }

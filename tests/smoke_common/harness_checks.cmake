@@ -41,3 +41,27 @@ function(expect_refusal_then_resume count)
     message(FATAL_ERROR "--resume of a finished matrix should read back ${count} runs, read ${n} (rc=${rc})\n${out}\n${err}")
   endif()
 endfunction()
+
+# Stops unless every named variable was passed with -D<name>=...
+function(require_defined)
+  foreach(v IN LISTS ARGN)
+    if(NOT DEFINED ${v})
+      message(FATAL_ERROR "check.cmake: pass -D${v}=...")
+    endif()
+  endforeach()
+endfunction()
+
+# The command (ARGN) must fail with a message on stderr matching `pattern`; `what` says why.
+function(expect_failure pattern what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "${what}: expected a failure matching '${pattern}', got rc=${rc}\n${out}\n${err}")
+  endif()
+endfunction()
+
+# The matrix's check after each seed found no variant that saw other batches.
+function(expect_same_batches output)
+  if(output MATCHES "WARNING")
+    message(FATAL_ERROR "the variants of a seed did not see the same batches")
+  endif()
+endfunction()

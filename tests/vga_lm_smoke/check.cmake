@@ -2,11 +2,7 @@
 #   -DEXE=<program> -DOUT=<scratch folder>
 cmake_minimum_required(VERSION 3.20)
 include(${CMAKE_CURRENT_LIST_DIR}/../smoke_common/harness_checks.cmake)
-foreach(v EXE OUT)
-  if(NOT DEFINED ${v})
-    message(FATAL_ERROR "check.cmake: pass -D${v}=...")
-  endif()
-endforeach()
+require_defined(EXE OUT)
 file(REMOVE_RECURSE "${OUT}")
 set(families encoder decoder)
 set(pretrain vanilla register sink iga vga)
@@ -21,11 +17,7 @@ execute_process(COMMAND ${EXE} --smoke --variants vanilla,nope --out ${OUT}/bad
 if(NOT rc EQUAL 2 OR NOT err MATCHES "--variants")
   message(FATAL_ERROR "an unknown variant must fail with rc 2 naming --variants, got rc=${rc}\n${out}\n${err}")
 endif()
-execute_process(COMMAND ${EXE} --smoke --heads 3 --out ${OUT}/bad
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "--heads 3 does not divide --d-model")
-  message(FATAL_ERROR "--heads 3 with d 16 must fail naming both flags, got rc=${rc}\n${out}\n${err}")
-endif()
+expect_failure("--heads 3 does not divide --d-model" "--heads 3 with d 16" ${EXE} --smoke --heads 3 --out ${OUT}/bad)
 
 # 3. The smoke run.
 execute_process(COMMAND ${EXE} --smoke --threads 2 --out ${OUT}/run
@@ -39,9 +31,7 @@ foreach(pattern "built-in smoke-test sentences" "estimate for the whole matrix" 
     message(FATAL_ERROR "the output lacks '${pattern}'")
   endif()
 endforeach()
-if(out MATCHES "WARNING")
-  message(FATAL_ERROR "the variants of a seed did not see the same batches")
-endif()
+expect_same_batches("${out}")
 # Every run starts from the vanilla init of its seed (or the vanilla final): all shared tensors copied.
 expect_paired_starts("${out}" 14)  # 7 variants x 2 families
 

@@ -2,11 +2,7 @@
 #   -DEXE=<program> -DOUT=<scratch folder> -DEXPECT_PLOTS=ON|OFF
 cmake_minimum_required(VERSION 3.20)
 include(${CMAKE_CURRENT_LIST_DIR}/../smoke_common/harness_checks.cmake)
-foreach(v EXE OUT)
-  if(NOT DEFINED ${v})
-    message(FATAL_ERROR "check.cmake: pass -D${v}=...")
-  endif()
-endforeach()
+require_defined(EXE OUT)
 
 set(variants vanilla iga vga_values vga_output sink register)
 set(seeds 0 1)
