@@ -75,6 +75,32 @@ TEST_CASE("models of the five papers are a few using-lines each, and their gradi
     c.tie_embeddings = true;
     check_model<GAPreAffine>(c, 9);
     check_model<DyT>(tiny(), 10);
+    // The DyT authors' LLaMA recipe: a learnable scalar on the embeddings.
+    auto e = tiny();
+    e.embed_scale = 3.0;
+    check_model<DyT>(e, 13);
+    Rng rng(13);
+    DyT::Module<double> m("", e, rng);
+    CHECK(m.embed_scale.name == "embed_scale");
+    CHECK(m.embed_scale.value.item() == 3.0);
+    int64_t with = nn::parameter_count<double>(m);
+    Rng rng2(13);
+    DyT::Module<double> plain("", tiny(), rng2);
+    CHECK(with == nn::parameter_count<double>(plain) + 1);
+    // Scaling the table by s and starting the scalar at 1 is the same function at the start.
+    Tensor<double> scaled = plain.embed.weight.value.clone();
+    for (int64_t i = 0; i < scaled.numel(); ++i) scaled.data()[i] *= 3.0;
+    plain.embed.weight.value = scaled;
+    m.embed.weight.value = plain.embed.weight.value.clone();
+    for (int64_t i = 0; i < m.embed.weight.value.numel(); ++i) m.embed.weight.value.data()[i] /= 3.0;
+    no_grad ng;
+    Tape<double> t1, t2;
+    auto ids = Tensor<int32_t>::from({1, 3}, {1, 4, 2});
+    const Tensor<double> a = m.logits(t1, ids).value(), b = plain.logits(t2, ids).value();
+    for (int64_t i = 0; i < a.numel(); ++i) CHECK(a.data()[i] == doctest::Approx(b.data()[i]).epsilon(1e-12));
+    e.embed_scale = -1;
+    Rng rng3(1);
+    CHECK_THROWS_WITH_AS(DyT::Module<double>("", e, rng3), doctest::Contains("embed_scale must be >= 0"), Error);
   }
   SUBCASE("gradient sinks: Llama-like with V-scale, GQA") {
     using VScale = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<score::Softmax, None, value::VScale>, ffn::SwiGLU>;

@@ -48,6 +48,10 @@ struct ModelConfig {
   nn::Init init = nn::Init::normal(0.02);  // nn::Init::pytorch(): PyTorch's module defaults (nn/init.hpp)
   norm::Options norm{};
   tokens::Options tokens{};
+  // > 0: the embeddings are multiplied by a learnable scalar that starts at this value (the DyT
+  // authors' LLaMA recipe uses √d_model: with N(0, 0.02) embeddings and no normalisation, tanh
+  // would otherwise see inputs too small to pass a signal).
+  double embed_scale = 0.0;
 };
 
 // What a probe saw in one layer. Activations are [B, T, D] (tokens included); gradients are

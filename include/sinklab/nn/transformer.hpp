@@ -46,6 +46,7 @@ struct Transformer {
     ModelConfig cfg;
     std::string name;
     Embedding<T> embed;
+    Parameter<T> embed_scale;  // [1], only with ModelConfig::embed_scale > 0
     typename Pos::template Module<T> positions;  // pos::Learned adds a table; RoPE lives in attention
     typename Tokens::template Module<T> tokens;
     typename Block::norm_policy::template Module<T> final_norm;
@@ -60,6 +61,10 @@ struct Transformer {
                     "': vocab, d_model and layers must be positive, got ", cfg.vocab, ", ", cfg.d_model, ", ",
                     cfg.layers);
       embed = Embedding<T>(join_name(name, "embed"), cfg.vocab, cfg.d_model, rng, cfg.init);
+      SINKLAB_CHECK(std::isfinite(cfg.embed_scale) && cfg.embed_scale >= 0, "Transformer '", name,
+                    "': embed_scale must be >= 0 (0: none), got ", cfg.embed_scale);
+      if (cfg.embed_scale > 0)
+        embed_scale = Parameter<T>(join_name(name, "embed_scale"), Tensor<T>::full({1}, static_cast<T>(cfg.embed_scale)));
       if constexpr (!pos::is_rotary_v<Pos>) {
         typename Pos::Options po{};
         if constexpr (requires { po.max_len; }) po.max_len = cfg.max_len;
@@ -88,6 +93,7 @@ struct Transformer {
       using autodiff::profile::Label;
       std::optional<Label> section(std::in_place, "embed");
       Var<T> h = embed(tape, ids);
+      if (cfg.embed_scale > 0) h = h * tape.param(embed_scale);
       if constexpr (!pos::is_rotary_v<Pos>) h = positions(tape, h);
       h = stream_point(tape, tokens.insert(tape, h), embeddings_point);
       section.reset();
@@ -122,6 +128,7 @@ struct Transformer {
     template <class V>
     void parameters(V&& visit) {
       embed.parameters(visit);
+      if (cfg.embed_scale > 0) visit(embed_scale);
       positions.parameters(visit);
       tokens.parameters(visit);
       Stack::parameters(visit);
