@@ -1,0 +1,208 @@
+// examples/outlier_rescaling: one run of one architecture — paired start, training, the
+// per-evaluation measurements and, at the end, post-training quantization. Included by the
+// arch_*.cpp files, which name the architectures.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sinklab/data/word_lm.hpp"
+#include "sinklab/nn/transformer.hpp"
+#include "sinklab/optim/adamw.hpp"
+#include "sinklab/optim/schedule.hpp"
+#include "sinklab/probe/attention_sink.hpp"
+#include "sinklab/quant/model.hpp"
+#include "study.hpp"
+
+namespace outlier_rescaling {
+
+using namespace sinklab;
+
+// Every variant of a seed starts from the baseline's initial tensors (copied by name; a
+// variant's own tensors — gate, PreAffine λ₁, DyT α/β — keep their own initialisation).
+using Baseline = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<>, ffn::SwiGLU>;
+
+// The median of |x| over a set of values (partially sorts the buffer).
+inline double median_of(std::vector<float>& v) {
+  if (v.empty()) return NAN;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// What one evaluation reads off the probe batch, per layer ("L<i>_..."), and over the model.
+//   resid_max / attn_max / ffn_max   max |x| of the layer's output stream and of its two branches
+//   tok0_max, rest_max               max |x| of the output stream at token 0 and at the other tokens
+//   sink                             mean attention of queries 1..T−1 to key 0, over heads
+//   sink_dims                        channels whose median |x| over all tokens is >= sink_dim_ratio ×
+//                                    the median |x| of the whole output (a residual sink: large at
+//                                    most tokens, not at a few), and the largest such ratio
+// max_act is the largest of every layer's resid/attn/ffn max (the paper's "max activation").
+inline void activation_metrics(const nn::ModelProbe<float>& pr, double sink_dim_ratio, io::LogRow& row) {
+  double max_act = 0, sink_sum = 0, dims_sum = 0;
+  const auto L = static_cast<int64_t>(pr.layers.size());
+  for (int64_t i = 0; i < L; ++i) {
+    const auto& rec = pr.layers[static_cast<std::size_t>(i)];
+    const Tensor<float> h = rec.output.contiguous();
+    const int64_t B = h.size(0), T = h.size(1), D = h.size(2);
+    auto absmax = [](const Tensor<float>& x) {
+      const Tensor<float> c = x.contiguous();
+      double m = 0;
+      for (int64_t k = 0; k < c.numel(); ++k) m = std::max(m, std::fabs(static_cast<double>(c.data()[k])));
+      return m;
+    };
+    double tok0 = 0, rest = 0;
+    std::vector<float> all(static_cast<std::size_t>(h.numel()));
+    std::vector<std::vector<float>> per_dim(static_cast<std::size_t>(D));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          const float a = std::fabs(h.data()[(b * T + t) * D + d]);
+          (t == 0 ? tok0 : rest) = std::max(t == 0 ? tok0 : rest, static_cast<double>(a));
+          all[static_cast<std::size_t>((b * T + t) * D + d)] = a;
+          per_dim[static_cast<std::size_t>(d)].push_back(a);
+        }
+    const double med = median_of(all);
+    int64_t dims = 0, top = -1;
+    double top_ratio = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      const double r = median_of(per_dim[static_cast<std::size_t>(d)]) / std::max(med, 1e-30);
+      dims += r >= sink_dim_ratio;
+      if (r > top_ratio) top_ratio = r, top = d;
+    }
+    Tensor<float> queries = Tensor<float>::ones({T});
+    queries(0) = 0;  // query 0 sees only key 0; it says nothing about a sink
+    const double sink = probe::attn_to_key(rec.attn.weights, 0, queries).mean();
+    const double rm = absmax(h), am = absmax(rec.attn_out), fm = absmax(rec.ffn_out);
+    max_act = std::max({max_act, rm, am, fm});
+    sink_sum += sink;
+    dims_sum += static_cast<double>(dims);
+    const std::string p = "L" + std::to_string(i) + "_";
+    row.emplace_back(p + "resid_max", rm);
+    row.emplace_back(p + "attn_max", am);
+    row.emplace_back(p + "ffn_max", fm);
+    row.emplace_back(p + "tok0_max", tok0);
+    row.emplace_back(p + "rest_max", rest);
+    row.emplace_back(p + "median", med);
+    row.emplace_back(p + "sink", sink);
+    row.emplace_back(p + "sink_dims", dims);
+    row.emplace_back(p + "top_dim", top);
+    row.emplace_back(p + "top_dim_ratio", top_ratio);
+  }
+  row.emplace_back("max_act", max_act);
+  row.emplace_back("sink", sink_sum / static_cast<double>(std::max<int64_t>(L, 1)));
+  row.emplace_back("sink_dims", dims_sum);
+}
+
+// |x| of the last layer's output for the probe batch's first sequence, tokens × channels.
+inline void write_activation_map(const nn::ModelProbe<float>& pr, const experiment::fs::path& file) {
+  const Tensor<float> h = pr.layers.back().output.contiguous();
+  const int64_t T = h.size(1), D = h.size(2);
+  std::string s;
+  char buf[32];
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t d = 0; d < D; ++d) {
+      std::snprintf(buf, sizeof buf, d ? " %.4g" : "%.4g", std::fabs(static_cast<double>(h.data()[t * D + d])));
+      s += buf;
+    }
+    s += '\n';
+  }
+  experiment::fs::create_directories(file.parent_path());
+  io::write_file_atomically(file, s);
+}
+
+struct PtqCase {
+  const char* key;
+  quant::Scheme scheme;
+  bool smoothquant;
+};
+inline constexpr PtqCase kPtqCases[] = {
+    {"w8a8", quant::Scheme::w8a8, false},           {"w8a8_sq", quant::Scheme::w8a8, true},
+    {"w4a4_int4", quant::Scheme::w4a4_int4, false}, {"w4a4_int4_sq", quant::Scheme::w4a4_int4, true},
+    {"w4a4_fp4", quant::Scheme::w4a4_fp4, false},   {"w4a4_fp4_sq", quant::Scheme::w4a4_fp4, true},
+};
+
+template <class Model>
+void fit(experiment::Run& run, const Context& c, const Variant& v) {
+  const Settings& s = *c.s;
+  nn::ModelConfig cfg = c.cfg;
+  cfg.residual_clip = v.clip;
+  Rng rng(run.seed());
+  typename Model::template Module<float> model("", cfg, rng);
+  {
+    Rng ref_rng(run.seed());
+    nn::ModelConfig ref_cfg = c.cfg;
+    ref_cfg.embed_scale = 0;
+    Baseline::Module<float> ref("", ref_cfg, ref_rng);
+    const experiment::Pairing pairing = experiment::TensorBank::of(ref).apply(model);
+    run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the baseline init of this seed)");
+    SINKLAB_CHECK(pairing.ok(), "outlier_rescaling: ", run.tag(), ": the paired start failed: ", pairing.line());
+  }
+
+  // Weight decay on matrices only (norm gains, DyT α/β and biases are not decayed, as in the
+  // Megatron-style recipes the paper's models are trained with).
+  std::vector<autodiff::Parameter<float>*> matrices, vectors;
+  for (auto* p : nn::parameter_list<float>(model)) (p->value.rank() >= 2 ? matrices : vectors).push_back(p);
+  const double lr = v.lr > 0 ? v.lr : s.lr;
+  const optim::AdamWOptions decayed{.lr = lr, .beta2 = s.beta2, .weight_decay = s.weight_decay};
+  optim::AdamWOptions plain = decayed;
+  plain.weight_decay = 0;
+  optim::AdamW<float> opt(std::vector<optim::AdamW<float>::Group>{{matrices, decayed}, {vectors, plain}});
+  auto params = nn::parameter_list<float>(model);
+  const int64_t total = c.steps;
+  const optim::Schedule sched({.decay = optim::Decay::Cosine,
+                               .warmup_steps = std::max<int64_t>(1, std::llround(double(total) * s.warmup)),
+                               .total_steps = total,
+                               .min_lr_ratio = s.min_lr_ratio});
+  autodiff::Tape<float> tape;
+
+  auto evaluate = [&](int64_t step) {
+    io::LogRow row;
+    row.emplace_back("val_loss", quant::mean_token_loss(model, c.ev->validation).first);
+    nn::ModelProbe<float> pr;
+    {
+      autodiff::no_grad ng;
+      autodiff::Tape<float> t;
+      model.loss(t, c.ev->probe.x, c.ev->probe.y, &pr);
+    }
+    activation_metrics(pr, s.sink_dim_ratio, row);
+    if (step == total && !c.heatmap_dir.empty())
+      write_activation_map(pr, c.heatmap_dir / (run.variant() + "_seed" + std::to_string(run.seed()) + ".dat"));
+    return row;
+  };
+  auto quantize = [&] {
+    experiment::Json j;
+    for (const PtqCase& q : kPtqCases) {
+      const quant::PtqResult r =
+          quant::evaluate_ptq(model, c.ev->calibration, c.ev->validation, {.scheme = q.scheme, .smoothquant = q.smoothquant});
+      j[std::string("ptq_") + q.key + "_dloss"] = r.delta_loss();
+    }
+    return j;
+  };
+  auto report = [L = cfg.layers](const io::LogRow& row) {
+    auto get = [&](const std::string& k) {
+      for (const auto& [n, x] : row)
+        if (n == k) return x.kind() == io::LogValue::Kind::Real ? x.real() : double(x.integer());
+      return double(NAN);
+    };
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "val %.4f | max act %.1f | sink %.3f | sink dims %.0f | last-layer top dim %.0f (%.1fx)",
+                  get("val_loss"), get("max_act"), get("sink"), get("sink_dims"),
+                  get("L" + std::to_string(L - 1) + "_top_dim"), get("L" + std::to_string(L - 1) + "_top_dim_ratio"));
+    return std::string(buf);
+  };
+  experiment::train(
+      run, model, opt,
+      {.steps = total, .eval_every = s.eval_every, .report = report,
+       .diverge_above = std::log(double(cfg.vocab)) + s.diverge_margin, .at_end = quantize},
+      [&](Rng& data) {
+        const data::TokenBatch b = data::sample_lm_windows(*c.train, data, s.batch, s.seq_len, kBos);
+        run.see_batch(b.x);
+        return experiment::optimisation_step(tape, model, opt, b, sched, params, s.clip);
+      },
+      evaluate);
+}
+
+}  // namespace outlier_rescaling
