@@ -1,4 +1,4 @@
-// Outlier-driven rescaling (docs/papers.md): attention sinks and residual sinks act with softmax
+// Outlier-driven rescaling (docs/papers.md) says that attention sinks and residual sinks act with softmax
 // and RMSNorm as rescaling devices. Removing the normalisation (DyT) or clipping the outliers
 // hurts; absorbing them into parameters (PreAffine) or gating explicitly (Gated Attention G1,
 // GatedNorm) lowers them and quantizes better. Llama-like decoders (RMSNorm, RoPE, SwiGLU,
