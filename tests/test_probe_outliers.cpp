@@ -79,6 +79,24 @@ TEST_CASE("DimensionMaxAbs: residual-sink dimensions over batches") {
   CHECK_THROWS_WITH_AS(acc.add(Tensor<double>::zeros({2, 7})), doctest::Contains("last axis 7"), Error);
 }
 
+TEST_CASE("residual_sinks: dimensions large at most tokens, not at a few; inf_norm of a tensor") {
+  // [2, 5, 4]: dimension 2 is 10 at every token (a residual sink); dimension 0 has one spike of 100
+  // (a massive activation at one token, not a sink); the rest are 1 (median 1).
+  Tensor<float> x = Tensor<float>::ones({2, 5, 4});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < 5; ++t) x(b, t, 2) = (t % 2) ? -10.f : 10.f;
+  x(1, 3, 0) = 100.f;
+  const probe::ResidualSinks r = probe::residual_sinks(x, 5.0);
+  CHECK(r.median == 1.0);
+  CHECK(r.dims == std::vector<int64_t>{2});
+  CHECK(r.top == 2);
+  CHECK(r.top_ratio == doctest::Approx(10.0));
+  CHECK(probe::residual_sinks(x, 20.0).dims.empty());
+  CHECK(probe::inf_norm(x) == 100.0);
+  CHECK(probe::inf_norm(x.slice(0, 0, 1)) == 10.0);  // a view: the spike is in sequence 1
+  CHECK_THROWS_WITH_AS(probe::residual_sinks(x, 0.0), doctest::Contains("ratio must be positive"), Error);
+}
+
 TEST_CASE_TEMPLATE("token norms: token 0 against tokens 1-15", T, float, double) {
   auto x = Tensor<T>::zeros({2, 20, 3});
   for (int64_t b = 0; b < 2; ++b) {

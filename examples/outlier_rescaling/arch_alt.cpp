@@ -6,7 +6,6 @@
 
 namespace outlier_rescaling::detail {
 
-using G1 = attn::Attention<score::Softmax, gate::FromInput<gate::per_channel, gate::on_output>>;
 template <class Norm, class Attn, class FFN>
 using Decoder = nn::Transformer<nn::PreNorm<Norm>, Attn, FFN>;
 

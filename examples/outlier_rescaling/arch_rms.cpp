@@ -5,7 +5,6 @@
 
 namespace outlier_rescaling::detail {
 
-using G1 = attn::Attention<score::Softmax, gate::FromInput<gate::per_channel, gate::on_output>>;
 template <class Norm, class Attn>
 using Llama = nn::Transformer<nn::PreNorm<Norm>, Attn, ffn::SwiGLU>;
 

@@ -14,6 +14,8 @@
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/optim/schedule.hpp"
 #include "sinklab/probe/attention_sink.hpp"
+#include "sinklab/probe/outlier_stats.hpp"
+#include "sinklab/probe/residual_sinks.hpp"
 #include "sinklab/quant/model.hpp"
 #include "study.hpp"
 
@@ -24,21 +26,14 @@ using namespace sinklab;
 // Every variant of a seed starts from the baseline's initial tensors (copied by name; a
 // variant's own tensors — gate, PreAffine λ₁, DyT α/β — keep their own initialisation).
 using Baseline = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<>, ffn::SwiGLU>;
-
-// The median of |x| over a set of values (partially sorts the buffer).
-inline double median_of(std::vector<float>& v) {
-  if (v.empty()) return NAN;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
+// Gated Attention G1: a sigmoid gate per channel of the attention output, from the block input.
+using G1 = attn::Attention<score::Softmax, gate::FromInput<gate::per_channel, gate::on_output>>;
 
 // What one evaluation reads off the probe batch, per layer ("L<i>_..."), and over the model.
 //   resid_max / attn_max / ffn_max   max |x| of the layer's output stream and of its two branches
 //   tok0_max, rest_max               max |x| of the output stream at token 0 and at the other tokens
 //   sink                             mean attention of queries 1..T−1 to key 0, over heads
-//   sink_dims                        channels whose median |x| over all tokens is >= sink_dim_ratio ×
-//                                    the median |x| of the whole output (a residual sink: large at
-//                                    most tokens, not at a few), and the largest such ratio
+//   sink_dims, top_dim(_ratio)       probe::residual_sinks of the output stream at sink_dim_ratio
 // max_act is the largest of every layer's resid/attn/ffn max (the paper's "max activation").
 inline void activation_metrics(const nn::ModelProbe<float>& pr, double sink_dim_ratio, io::LogRow& row) {
   double max_act = 0, sink_sum = 0, dims_sum = 0;
@@ -46,36 +41,14 @@ inline void activation_metrics(const nn::ModelProbe<float>& pr, double sink_dim_
   for (int64_t i = 0; i < L; ++i) {
     const auto& rec = pr.layers[static_cast<std::size_t>(i)];
     const Tensor<float> h = rec.output.contiguous();
-    const int64_t B = h.size(0), T = h.size(1), D = h.size(2);
-    auto absmax = [](const Tensor<float>& x) {
-      const Tensor<float> c = x.contiguous();
-      double m = 0;
-      for (int64_t k = 0; k < c.numel(); ++k) m = std::max(m, std::fabs(static_cast<double>(c.data()[k])));
-      return m;
-    };
-    double tok0 = 0, rest = 0;
-    std::vector<float> all(static_cast<std::size_t>(h.numel()));
-    std::vector<std::vector<float>> per_dim(static_cast<std::size_t>(D));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t d = 0; d < D; ++d) {
-          const float a = std::fabs(h.data()[(b * T + t) * D + d]);
-          (t == 0 ? tok0 : rest) = std::max(t == 0 ? tok0 : rest, static_cast<double>(a));
-          all[static_cast<std::size_t>((b * T + t) * D + d)] = a;
-          per_dim[static_cast<std::size_t>(d)].push_back(a);
-        }
-    const double med = median_of(all);
-    int64_t dims = 0, top = -1;
-    double top_ratio = 0;
-    for (int64_t d = 0; d < D; ++d) {
-      const double r = median_of(per_dim[static_cast<std::size_t>(d)]) / std::max(med, 1e-30);
-      dims += r >= sink_dim_ratio;
-      if (r > top_ratio) top_ratio = r, top = d;
-    }
+    const int64_t T = h.size(1);
+    const probe::ResidualSinks rs = probe::residual_sinks(h, sink_dim_ratio);
+    const double tok0 = probe::inf_norm(h.slice(1, 0, 1)), rest = T > 1 ? probe::inf_norm(h.slice(1, 1, T)) : 0.0;
+    const auto dims = static_cast<int64_t>(rs.dims.size());
     Tensor<float> queries = Tensor<float>::ones({T});
     queries(0) = 0;  // query 0 sees only key 0; it says nothing about a sink
     const double sink = probe::attn_to_key(rec.attn.weights, 0, queries).mean();
-    const double rm = absmax(h), am = absmax(rec.attn_out), fm = absmax(rec.ffn_out);
+    const double rm = probe::inf_norm(h), am = probe::inf_norm(rec.attn_out), fm = probe::inf_norm(rec.ffn_out);
     max_act = std::max({max_act, rm, am, fm});
     sink_sum += sink;
     dims_sum += static_cast<double>(dims);
@@ -85,11 +58,11 @@ inline void activation_metrics(const nn::ModelProbe<float>& pr, double sink_dim_
     row.emplace_back(p + "ffn_max", fm);
     row.emplace_back(p + "tok0_max", tok0);
     row.emplace_back(p + "rest_max", rest);
-    row.emplace_back(p + "median", med);
+    row.emplace_back(p + "median", rs.median);
     row.emplace_back(p + "sink", sink);
     row.emplace_back(p + "sink_dims", dims);
-    row.emplace_back(p + "top_dim", top);
-    row.emplace_back(p + "top_dim_ratio", top_ratio);
+    row.emplace_back(p + "top_dim", rs.top);
+    row.emplace_back(p + "top_dim_ratio", rs.top_ratio);
   }
   row.emplace_back("max_act", max_act);
   row.emplace_back("sink", sink_sum / static_cast<double>(std::max<int64_t>(L, 1)));

@@ -161,11 +161,6 @@ std::string fmt(double x, int prec = 3) {
   std::snprintf(buf, sizeof buf, "%.*f", prec, x);
   return buf;
 }
-std::string fmt_sd(const Spread& s, int prec = 3) {
-  if (s.n_finite == 0) return "n/a";
-  if (s.n_finite == 1) return fmt(s.mean, prec);
-  return fmt(s.mean, prec) + " ± " + fmt(s.sd, prec);
-}
 std::string fmt_big(const Spread& s) {
   if (s.n_finite == 0) return "n/a";
   char buf[64];
@@ -182,18 +177,18 @@ std::string tables(const Summary& S) {
   for (const auto& v : vs) {
     const auto d = S.paired(v, "baseline", "val_loss");
     t.row({v, lr_name(S.lr(v)), std::to_string(S.diverged(v)) + "/" + std::to_string(S.m.of(v).size()),
-           fmt_sd(S.spread(v, "val_loss")), v == "baseline" ? "—" : fmt_sd(experiment::summarize(d)),
-           fmt_big(S.spread(v, "max_act")), fmt_sd(S.spread(v, "sink")), fmt_sd(S.spread(v, "sink_dims"), 1),
-           fmt_sd(S.spread(v, "ptq_w8a8_dloss")), fmt_sd(S.spread(v, "ptq_w4a4_int4_dloss")),
-           fmt_sd(S.spread(v, "ptq_w4a4_fp4_dloss"))});
+           S.spread(v, "val_loss").short_str(), v == "baseline" ? "—" : experiment::summarize(d).short_str(),
+           fmt_big(S.spread(v, "max_act")), S.spread(v, "sink").short_str(), S.spread(v, "sink_dims").short_str(1),
+           S.spread(v, "ptq_w8a8_dloss").short_str(), S.spread(v, "ptq_w4a4_int4_dloss").short_str(),
+           S.spread(v, "ptq_w4a4_fp4_dloss").short_str()});
   }
   md += "### Final values (mean ± sd over seeds; diverged runs left out)\n\n" + t.markdown() + "\n";
 
   experiment::Table q({"variant", "W8A8", "W8A8 + SQ", "W4A4-INT4", "W4A4-INT4 + SQ", "W4A4-FP4", "W4A4-FP4 + SQ"});
   for (const auto& v : vs)
-    q.row({v, fmt_sd(S.spread(v, "ptq_w8a8_dloss")), fmt_sd(S.spread(v, "ptq_w8a8_sq_dloss")),
-           fmt_sd(S.spread(v, "ptq_w4a4_int4_dloss")), fmt_sd(S.spread(v, "ptq_w4a4_int4_sq_dloss")),
-           fmt_sd(S.spread(v, "ptq_w4a4_fp4_dloss")), fmt_sd(S.spread(v, "ptq_w4a4_fp4_sq_dloss"))});
+    q.row({v, S.spread(v, "ptq_w8a8_dloss").short_str(), S.spread(v, "ptq_w8a8_sq_dloss").short_str(),
+           S.spread(v, "ptq_w4a4_int4_dloss").short_str(), S.spread(v, "ptq_w4a4_int4_sq_dloss").short_str(),
+           S.spread(v, "ptq_w4a4_fp4_dloss").short_str(), S.spread(v, "ptq_w4a4_fp4_sq_dloss").short_str()});
   md += "### Post-training quantization: Δ validation loss (nats)\n\n" + q.markdown() + "\n";
 
   std::vector<std::string> head = {"variant"};
@@ -253,7 +248,7 @@ std::string claims(const Summary& S) {
     const Spread b = experiment::summarize(S.paired("g1_gatednorm", "g1", "val_loss"));
     const bool ga = a.max < 0, gb = b.max < 0;
     cl.push_back({"G1 lowers the loss, GatedNorm lowers it further", "−0.007 (G1 vs base), −0.006 (GatedNorm vs G1)",
-                  fmt_sd(a) + ", " + fmt_sd(b),
+                  a.short_str() + ", " + b.short_str(),
                   ga && gb ? Verdict::Reproduced : (ga || gb || a.mean < 0 || b.mean < 0) ? Verdict::Partly : Verdict::Not,
                   "both paired differences < 0 in every seed: reproduced; one of them, or a negative mean: partly"});
   }
@@ -273,7 +268,7 @@ std::string claims(const Summary& S) {
                                 : "GatedDyT (with G1): closes most of DyT's gap to G1+GatedNorm",
                   arch == "dyt" ? "diverges at 4.3e-3; +0.259 at 5e-4" : "+0.018 vs G1+GatedNorm at 2e-3 (DyT+G1: +0.084)",
                   std::to_string(div) + "/" + std::to_string(n) + " diverged at " + lr_name(S.s.lr) + " (vs baseline " +
-                      fmt_sd(experiment::summarize(at_base)) + "); " + best + " vs " + ref + ": " + fmt_sd(d),
+                      experiment::summarize(at_base).short_str() + "); " + best + " vs " + ref + ": " + d.short_str(),
                   arch == "dyt" ? (unstable && worse ? Verdict::Reproduced : (unstable || worse) ? Verdict::Partly : Verdict::Not)
                                 : (worse && d.mean < 0.1 ? Verdict::Reproduced : d.n_finite > 0 ? Verdict::Partly : Verdict::Not),
                   arch == "dyt" ? "at the base LR diverged in a seed or > 0.5 nats worse in every seed, and worse in "
@@ -304,7 +299,7 @@ std::string claims(const Summary& S) {
     cl.push_back({"residual clipping at " + v.substr(4) + (small ? " costs little" : " hurts"),
                   small ? "converges, +0.006" : "diverges",
                   std::to_string(div) + "/" + std::to_string(S.m.of(v).size()) + " diverged; Δ " +
-                      fmt_sd(experiment::summarize(d)),
+                      experiment::summarize(d).short_str(),
                   small ? (div == 0 ? Verdict::Reproduced : Verdict::Not)
                         : (div > 0 ? Verdict::Reproduced : hurts ? Verdict::Partly : Verdict::Not),
                   small ? "no divergence: reproduced" : "diverges: reproduced; worse in every seed: partly"});
@@ -315,7 +310,7 @@ std::string claims(const Summary& S) {
     const Spread sa = experiment::summarize(a), sb = experiment::summarize(b);
     const bool worse = all_positive(a), fixed = sb.n_finite > 0 && sb.mean <= std::max(0.0, sa.mean / 2);
     cl.push_back({"GLU is worse than SwiGLU unless the attention is gated", "+0.011 (no gate), −0.002 (G1)",
-                  "GLU − SwiGLU: " + fmt_sd(sa) + " (no gate), " + fmt_sd(sb) + " (G1)",
+                  "GLU − SwiGLU: " + sa.short_str() + " (no gate), " + sb.short_str() + " (G1)",
                   worse && fixed ? Verdict::Reproduced : (worse || fixed) ? Verdict::Partly : Verdict::Not,
                   "worse in every seed without the gate, and with G1 the gap at most half of that (or ≤ 0): "
                   "reproduced; one of the two: partly"});

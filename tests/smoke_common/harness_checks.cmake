@@ -65,3 +65,13 @@ function(expect_same_batches output)
     message(FATAL_ERROR "the variants of a seed did not see the same batches")
   endif()
 endfunction()
+
+# Every named metric of `json` (a result.json's text, read from `file`) is a finite number in "final".
+function(expect_final_metrics json file)
+  foreach(m IN LISTS ARGN)
+    string(JSON x ERROR_VARIABLE jerr GET "${json}" final ${m})
+    if(jerr OR NOT x MATCHES "^-?[0-9]")
+      message(FATAL_ERROR "${file}: final ${m} is '${x}' ${jerr}")
+    endif()
+  endforeach()
+endfunction()

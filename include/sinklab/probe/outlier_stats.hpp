@@ -57,6 +57,14 @@ double inf_norm(const T* x, int64_t n) {
   return m;
 }
 
+// max |x| of a whole tensor.
+template <class T>
+double inf_norm(const Tensor<T>& x) {
+  detail::require_nonempty("probe::inf_norm", "input", x);
+  const Tensor<T> c = x.contiguous();
+  return inf_norm(c.data(), c.numel());
+}
+
 struct ModuleOutlierStats {
   std::string name;
   int64_t samples = 0;
