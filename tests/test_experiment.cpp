@@ -152,6 +152,8 @@ TEST_CASE("Table: markdown escapes cells, aligned text, rows must match the head
   CHECK(verdict_at_most(0.3, 0.2, 0.5) == Verdict::Partly);
   const std::string c = claims_table({{"sink forms", "~1", "0.91", Verdict::Reproduced, "≥ 0.8"}});
   CHECK(c.find("| sink forms | ~1 | 0.91 | reproduced | ≥ 0.8 |") != std::string::npos);
+  const std::string u = claims_table({{"gate removes the sink", "0.01", "no sink formed", Verdict::Untestable, "-"}});
+  CHECK(u.find("| untestable here |") != std::string::npos);
 }
 
 TEST_CASE("prepare_output: refuses a non-empty directory, --force replaces only a run directory") {

@@ -89,13 +89,16 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-enum class Verdict { Reproduced, Partly, Not };
+// Untestable: the claim's precondition did not hold in our runs (say, "gating removes the sink"
+// where the ungated model formed none), so the figure neither supports nor refutes it.
+enum class Verdict { Reproduced, Partly, Not, Untestable };
 
 inline const char* to_string(Verdict v) {
   switch (v) {
     case Verdict::Reproduced: return "reproduced";
     case Verdict::Partly: return "partly";
     case Verdict::Not: return "not reproduced";
+    case Verdict::Untestable: return "untestable here";
   }
   return "?";
 }
