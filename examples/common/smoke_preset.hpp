@@ -22,7 +22,7 @@ void smoke_preset(const CLI::App& app, sinklab::experiment::CommonFlags& flags, 
   preset(app, "--eval-every", s.eval_every, 3);
   preset(app, "--eval-batch", s.eval_batch, 4);
   preset(app, "--val-batches", s.val_batches, 2);
-  preset(app, "--calib-batches", s.calib_batches, 1);
+  if constexpr (requires { s.calib_batches; }) preset(app, "--calib-batches", s.calib_batches, 1);
   if (app.count("--seeds") == 0) flags.seeds = {0};
 }
 

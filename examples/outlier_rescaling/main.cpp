@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../common/sentences.hpp"
+#include "../common/lm_flags.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/data/word_lm.hpp"
@@ -443,15 +444,7 @@ int main(int argc, char** argv) {
                  "comma-separated <architecture>[_clip<C>][@<lr>] (default: the study's 13; architectures: baseline, g1, "
                  "g1_preaffine, g1_gatednorm, dyt, dyt_g1, gated_dyt, glu, glu_g1)")
       ->delimiter(',');
-  app.add_option("--d-model", s.d_model, "model width")->check(CLI::Range(int64_t{4}, int64_t{8192}))->capture_default_str();
-  app.add_option("--layers", s.layers, "decoder layers")->check(CLI::Range(int64_t{1}, int64_t{256}))->capture_default_str();
-  app.add_option("--heads", s.heads, "attention heads (must divide --d-model)")->check(CLI::Range(int64_t{1}, int64_t{1024}))
-      ->capture_default_str();
-  app.add_option("--seq-len", s.seq_len, "tokens per sequence, BOS included")->check(CLI::Range(int64_t{2}, int64_t{1} << 16))
-      ->capture_default_str();
-  app.add_option("--batch", s.batch, "sequences per step")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--vocab", s.vocab, "vocabulary size (BOS, <unk> and the most frequent words)")
-      ->check(CLI::Range(int64_t{3}, int64_t{1} << 22))->capture_default_str();
+  examples::add_lm_flags(app, s);
   app.add_option("--lr", s.lr, "peak learning rate (AdamW, warmup then cosine)")->check(CLI::Range(1e-7, 1.0))->capture_default_str();
   app.add_option("--dyt-lr", s.dyt_lr, "DyT's rate in the default variant list (its best in the sweep)")
       ->check(CLI::Range(1e-7, 1.0))->capture_default_str();
@@ -461,18 +454,8 @@ int main(int argc, char** argv) {
   app.add_option("--beta2", s.beta2, "AdamW β₂")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
   app.add_option("--warmup", s.warmup, "warmup, as a fraction of the steps")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(CLI::Range(0.0, 1e9))->capture_default_str();
-  app.add_option("--eval-every", s.eval_every, "steps between evaluations")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
-      ->capture_default_str();
-  app.add_option("--eval-batch", s.eval_batch, "sequences per evaluation batch")->check(CLI::Range(int64_t{1}, int64_t{4096}))
-      ->capture_default_str();
-  app.add_option("--val-batches", s.val_batches, "validation batches (consecutive windows of the held-out text)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--calib-batches", s.calib_batches, "PTQ calibration batches (from the training text)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
-  app.add_option("--text", s.text_file, "train on this text instead of Brown (one sentence per line)");
-  app.add_option("--brown-dir", s.brown_dir, "the Brown corpus folder (default: the data cache)");
-  app.add_flag("--smoke", s.smoke, "seconds, on built-in sentences (the CTest smoke test; results are meaningless)");
-  app.add_flag("!--no-plots", s.plots, "write the data but do not run gnuplot");
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
   if (flags.quick) {
     experiment::preset(app, "--steps", flags.steps, 400);
