@@ -376,22 +376,13 @@ std::string title_of(const std::string& name) {
   return name;
 }
 
-// Per-seed paired differences a − b of a final metric (seeds both variants finished).
-std::vector<double> paired(const ex::Matrix& m, const std::string& a, const std::string& b, const std::string& metric) {
-  std::vector<double> d;
-  for (const auto* ra : m.of(a))
-    for (const auto* rb : m.of(b))
-      if (ra->seed == rb->seed) d.push_back(ra->metric(metric) - rb->metric(metric));
-  return d;
-}
-
 bool has(const std::vector<std::string>& order, const std::string& v) {
   return std::find(order.begin(), order.end(), v) != order.end();
 }
 
 std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string>& order) {
   std::vector<ex::Claim> out;
-  auto spread = [&](const std::string& v, const std::string& k) { return ex::summarize(m.finals(v, k)); };
+  auto spread = [&](const std::string& v, const std::string& k) { return m.spread(v, k); };
   auto all_below = [](const std::vector<double>& d, double by) {
     return !d.empty() && std::all_of(d.begin(), d.end(), [&](double x) { return x < -by; });
   };
@@ -414,7 +405,7 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
   const std::string untested = vanilla_sinks ? "" : " (untestable here: vanilla formed no sink)";
   for (const std::string v : {"vga_values", "vga_output"}) {
     if (!has(order, v) || !has(order, "vanilla")) continue;
-    const auto da = paired(m, v, "vanilla", "attn_sink");
+    const auto da = m.paired(v, "vanilla", "attn_sink");
     const ex::Spread a = ex::summarize(da);
     out.push_back({v + ": no sink on <s>", "Attn_<s> stays at a healthy level (Fig. 4a)",
                    "Attn_<s> " + spread(v, "attn_sink").str() + "; paired change vs vanilla " + a.str(),
@@ -428,7 +419,7 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
                    "‖v_<s>‖ / others " + r.str(),
                    vanilla_sinks ? ex::verdict_at_least(r.min, 0.8, 0.5) : ex::Verdict::Not,
                    "every seed ≥ 0.8 reproduced, ≥ 0.5 partly" + untested});
-    const auto db = paired(m, v, "vanilla", "backcopy_risk"), dg = paired(m, v, "vanilla", "bigram_risk");
+    const auto db = m.paired(v, "vanilla", "backcopy_risk"), dg = m.paired(v, "vanilla", "bigram_risk");
     const ex::Spread sb = ex::summarize(db), sg = ex::summarize(dg);
     out.push_back({v + ": learns the task equally well", "same backcopy and bigram risk (Fig. 5)",
                    "paired Δ backcopy " + sb.short_str() + ", Δ bigram " + sg.short_str(),
@@ -442,8 +433,8 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
                  vga = spread("vga_values", "attn_sink").mean;
     char buf[128];
     std::snprintf(buf, sizeof buf, "Attn_<s>: vanilla %.3f, IGA %.3f, VGA %.3f", van, iga, vga);
-    const bool mitigates = all_below(paired(m, "iga", "vanilla", "attn_sink"), 0.02),
-               less = all_below(paired(m, "vga_values", "iga", "attn_sink"), 0.02);
+    const bool mitigates = all_below(m.paired("iga", "vanilla", "attn_sink"), 0.02),
+               less = all_below(m.paired("vga_values", "iga", "attn_sink"), 0.02);
     out.push_back({"IGA mitigates, but less than VGA", "IGA between vanilla and VGA (App. D, Fig. 6)", buf,
                    !vanilla_sinks       ? ex::Verdict::Not
                    : mitigates && less  ? ex::Verdict::Reproduced

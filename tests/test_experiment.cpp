@@ -209,6 +209,13 @@ TEST_CASE("Matrix: paired runs see the same batches; a killed run resumes to the
     CHECK(m.of("plain")[0]->batch_hash == m.of("gated")[0]->batch_hash);
     CHECK(m.of("plain")[0]->batch_hash != m.of("plain")[1]->batch_hash);
     CHECK(m.of("plain")[0]->batches == 40);
+    // Reading the matrix: per-seed paired differences, spreads over seeds.
+    const auto d = m.paired("gated", "plain", "w_final");
+    REQUIRE(d.size() == 2);
+    CHECK(d[1] == m.of("gated")[1]->metric("w_final") - m.of("plain")[1]->metric("w_final"));
+    CHECK(m.spread("plain", "w_final").n_finite == 2);
+    CHECK(m.spread("plain", "w_final").mean == doctest::Approx((m.finals("plain", "w_final")[0] + m.finals("plain", "w_final")[1]) / 2));
+    CHECK(m.diverged("plain") == 0);
     CHECK(fs::exists(m.run_dir("gated", 4) / "final.safetensors"));
     CHECK(!fs::exists(m.run_dir("gated", 4) / "checkpoint.safetensors"));
     CHECK(read(m.out() / "run.json").find("\"experiment\": \"toy\"") != std::string::npos);
@@ -308,6 +315,10 @@ TEST_CASE("train: a loss above diverge_above ends the run as diverged; at_end ad
   CHECK(r.metric("diverged_at") == 1);
   CHECK(exploding.at_end_calls == 0);  // nothing is measured on a diverged model
   CHECK(std::isnan(r.metric("w_final")));
+  CHECK(m.diverged("plain") == 1);
+  CHECK(m.spread("plain", "w_final").n == 1);
+  CHECK(m.spread("plain", "w_final").n_finite == 0);
+  CHECK(m.paired("plain", "plain", "w_final").empty());  // a diverged run pairs with nothing
 
   CommonFlags g = flags_for(fresh_dir("at_end"));
   g.seeds = {3};

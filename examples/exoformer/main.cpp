@@ -131,24 +131,10 @@ struct Summary {
   int64_t steps = 0;
 
   bool has(const std::string& v) const { return !m.of(v).empty(); }
-  Spread spread(const std::string& v, const std::string& metric) const {
-    std::vector<double> xs;
-    for (const auto* r : m.of(v)) xs.push_back(r->diverged ? NAN : r->metric(metric));
-    return experiment::summarize(xs);
-  }
-  double mean(const std::string& v, const std::string& metric) const { return spread(v, metric).mean; }
-  int diverged(const std::string& v) const {
-    int n = 0;
-    for (const auto* r : m.of(v)) n += r->diverged;
-    return n;
-  }
-  // Per seed: metric(v) − metric(ref), over the seeds both finished without diverging.
+  Spread spread(const std::string& v, const std::string& metric) const { return m.spread(v, metric); }
+  double mean(const std::string& v, const std::string& metric) const { return m.spread(v, metric).mean; }
   std::vector<double> paired(const std::string& v, const std::string& ref, const std::string& metric) const {
-    std::vector<double> d;
-    for (const auto* a : m.of(v))
-      for (const auto* b : m.of(ref))
-        if (a->seed == b->seed && !a->diverged && !b->diverged) d.push_back(a->metric(metric) - b->metric(metric));
-    return d;
+    return m.paired(v, ref, metric);
   }
   // The first step at which v's validation loss reaches `target` (linear between evaluations;
   // NaN when it never does), averaged over v's seeds that reach it.
@@ -187,7 +173,7 @@ std::string tables(const Summary& S) {
                                                  : fmt(it->second.ppl, 2) + " / " + fmt(it->second.sink, 4) + " / " +
                                                        fmt(it->second.sim, 3) + " / " + fmt(it->second.pca, 1);
     t.row({v, fmt(S.mean(v, "parameters"), 0),
-           std::to_string(S.diverged(v)) + "/" + std::to_string(S.m.of(v).size()), S.spread(v, "val_loss").short_str(),
+           std::to_string(S.m.diverged(v)) + "/" + std::to_string(S.m.of(v).size()), S.spread(v, "val_loss").short_str(),
            S.spread(v, "val_ppl").short_str(2),
            v == "base" ? "—" : experiment::summarize(S.paired(v, "base", "val_loss")).short_str(),
            v == "gated" ? "—" : experiment::summarize(S.paired(v, "gated", "val_loss")).short_str(),

@@ -110,24 +110,11 @@ struct Summary {
   const experiment::Matrix& m;
   const Settings& s;
 
-  Spread spread(const std::string& v, const std::string& metric) const {
-    std::vector<double> xs;
-    for (const auto* r : m.of(v)) xs.push_back(r->diverged ? NAN : r->metric(metric));
-    return experiment::summarize(xs);
-  }
-  int diverged(const std::string& v) const {
-    int n = 0;
-    for (const auto* r : m.of(v)) n += r->diverged;
-    return n;
-  }
+  Spread spread(const std::string& v, const std::string& metric) const { return m.spread(v, metric); }
+  int diverged(const std::string& v) const { return m.diverged(v); }
   bool has(const std::string& v) const { return !m.of(v).empty(); }
-  // Per seed: metric(v) − metric(ref), over the seeds both finished without diverging.
   std::vector<double> paired(const std::string& v, const std::string& ref, const std::string& metric) const {
-    std::vector<double> d;
-    for (const auto* a : m.of(v))
-      for (const auto* b : m.of(ref))
-        if (a->seed == b->seed && !a->diverged && !b->diverged) d.push_back(a->metric(metric) - b->metric(metric));
-    return d;
+    return m.paired(v, ref, metric);
   }
   // The architecture's variant (no clipping, any rate, the base one included) with the lowest
   // mean validation loss; empty when none finished.

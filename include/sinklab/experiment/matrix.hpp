@@ -25,6 +25,7 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/experiment/cli.hpp"
 #include "sinklab/experiment/run.hpp"
+#include "sinklab/experiment/stats.hpp"
 
 namespace sinklab::experiment {
 
@@ -146,6 +147,27 @@ class Matrix {
     std::vector<double> xs;
     for (const auto* r : of(variant)) xs.push_back(r->metric(metric));
     return xs;
+  }
+  // A final metric's spread over the seeds of a variant; a diverged run counts in n but not in the
+  // statistics (its figures describe a broken model).
+  Spread spread(const std::string& variant, const std::string& metric) const {
+    std::vector<double> xs;
+    for (const auto* r : of(variant)) xs.push_back(r->diverged ? NAN : r->metric(metric));
+    return summarize(xs);
+  }
+  int diverged(const std::string& variant) const {
+    int n = 0;
+    for (const auto* r : of(variant)) n += r->diverged;
+    return n;
+  }
+  // Per seed, metric(variant) − metric(ref): the paired comparison, over the seeds both finished
+  // without diverging.
+  std::vector<double> paired(const std::string& variant, const std::string& ref, const std::string& metric) const {
+    std::vector<double> d;
+    for (const auto* a : of(variant))
+      for (const auto* b : of(ref))
+        if (a->seed == b->seed && !a->diverged && !b->diverged) d.push_back(a->metric(metric) - b->metric(metric));
+    return d;
   }
 
  private:
