@@ -247,11 +247,7 @@ io::LogRow evaluate(M& model, const data::BigramBackcopy& task, const EvalSet& e
 }
 
 std::string report_line(const io::LogRow& r) {
-  auto get = [&](const char* k) {
-    for (const auto& [n, v] : r)
-      if (n == k) return v.real();
-    return double(NAN);
-  };
+  auto get = [&](const char* k) { return io::number(r, k); };
   char buf[200];
   std::snprintf(buf, sizeof buf, "bigram %.3f backcopy %.3f Attn<s> %.3f |v<s>| %.3f (%.2fx) dlogit %+.2f",
                 get("bigram_risk"), get("backcopy_risk"), get("attn_sink"), get("val_sink"), get("val_sink_ratio"),

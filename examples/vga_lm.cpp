@@ -89,6 +89,7 @@
 using namespace sinklab;
 namespace fs = std::filesystem;
 using experiment::Json;
+using experiment::fixed;
 
 namespace {
 
@@ -438,12 +439,6 @@ PaperRow paper_row(bool encoder, const std::string& v) {
   return {NAN, NAN, NAN, NAN};
 }
 
-std::string fmt(double x, int prec = 3) {
-  if (!std::isfinite(x)) return "n/a";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, x);
-  return buf;
-}
 
 struct PaperRetrofit {
   double ppl, max_norm, kurtosis;
@@ -501,7 +496,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     t.row({variant_title(v), sp(v, "val_ppl").short_str(2), sp(v, "max_inf_norm").short_str(2),
            sp(v, "avg_kurtosis").short_str(2), sp(v, "w8a8_ppl").short_str(2), sp(v, "w8a8_delta_ppl").short_str(3),
            sp(v, "w8a8_proj_delta_ppl").short_str(3), sp(v, "attn_first").short_str(3), v == "register" || v == "sink" ? sp(v, "attn_extra").short_str(3) : "—",
-           fmt(p.ppl, 2) + " / " + fmt(p.max_norm, 2) + " / " + fmt(p.kurtosis, 2) + " / +" + fmt(p.w8a8_delta, 2)});
+           fixed(p.ppl, 2) + " / " + fixed(p.max_norm, 2) + " / " + fixed(p.kurtosis, 2) + " / +" + fixed(p.w8a8_delta, 2)});
   }
   md += t.markdown() + "\n";
   out.text += std::string(encoder ? "encoder" : "decoder") + ":\n" + t.text();
@@ -510,8 +505,8 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
   if (retro) {
     md += "### Retrofit (paper Table 3: GPT-2, fine-tuning ≈ 1% of the pretraining steps)\n\n";
     md += "Before = the vanilla run's final evaluation; fine-tuning runs " + std::to_string(c.retrofit_steps) +
-          " steps (" + fmt(100.0 * s.retrofit_fraction, 1) + "% of pretraining) from those weights, lr " +
-          fmt(s.retrofit_lr, 5) + ", retrofit init '" + s.retrofit_init + "'.\n\n";
+          " steps (" + fixed(100.0 * s.retrofit_fraction, 1) + "% of pretraining) from those weights, lr " +
+          fixed(s.retrofit_lr, 5) + ", retrofit init '" + s.retrofit_init + "'.\n\n";
     experiment::Table r({"model", "ppl", "max inf-norm", "avg kurtosis", "W8A8 Δppl", "attn→first",
                          "gate at first / others", "paper ppl / max / kurt"});
     for (const std::string v : {"vanilla", "vga", "finetune", "retrofit_vga"}) {
@@ -521,7 +516,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
       r.row({name, sp(v, "val_ppl").short_str(2), sp(v, "max_inf_norm").short_str(2),
              sp(v, "avg_kurtosis").short_str(2), sp(v, "w8a8_delta_ppl").short_str(3), sp(v, "attn_first").short_str(3),
              sp(v, "gate_first").short_str(3) + " / " + sp(v, "gate_rest").short_str(3),
-             fmt(p.ppl, 2) + " / " + fmt(p.max_norm, 2) + " / " + fmt(p.kurtosis, 2)});
+             fixed(p.ppl, 2) + " / " + fixed(p.max_norm, 2) + " / " + fixed(p.kurtosis, 2)});
     }
     md += r.markdown() + "\n";
     out.text += "retrofit:\n" + r.text();
@@ -545,8 +540,8 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
   constexpr double kOutlierKurtosis = 100, kSinkAttention = 0.3;
   const bool outliers = has("vanilla") && mean("vanilla", "avg_kurtosis") >= kOutlierKurtosis;
   const std::string untestable =
-      has("vanilla") ? "; untestable here: vanilla's avg kurtosis " + fmt(mean("vanilla", "avg_kurtosis"), 1) + " < " +
-                           fmt(kOutlierKurtosis, 0) + " (no outliers to remove)"
+      has("vanilla") ? "; untestable here: vanilla's avg kurtosis " + fixed(mean("vanilla", "avg_kurtosis"), 1) + " < " +
+                           fixed(kOutlierKurtosis, 0) + " (no outliers to remove)"
                      : "";
   if (has("vanilla")) {
     const bool sink = mean("vanilla", "attn_first") >= kSinkAttention;
@@ -557,7 +552,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
                   sink && outliers   ? experiment::Verdict::Reproduced
                   : sink || outliers ? experiment::Verdict::Partly
                                      : experiment::Verdict::Not,
-                  "attn→first ≥ " + fmt(kSinkAttention, 1) + " and avg kurtosis ≥ " + fmt(kOutlierKurtosis, 0) +
+                  "attn→first ≥ " + fixed(kSinkAttention, 1) + " and avg kurtosis ≥ " + fixed(kOutlierKurtosis, 0) +
                       " reproduced, one of the two partly (the precondition of every claim below but the perplexity ones)"});
   }
   auto ratio_claim = [&](const std::string& claim, const std::string& paper, const std::string& a,
@@ -565,9 +560,9 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     if (!has(a) || !has(b)) return;
     const double ma = mean(a, metric), mb = mean(b, metric), r = ma / mb;
     const std::string ours = variant_title(b) + " " + sp(b, metric).short_str(2) + " → " + variant_title(a) + " " +
-                             sp(a, metric).short_str(2) + " (×" + fmt(r, 3) + ")";
-    const std::string crit = std::string("ratio ") + (smaller ? "≤ " : "≥ ") + fmt(full, 2) + " reproduced, " +
-                             (smaller ? "≤ " : "≥ ") + fmt(partial, 2) + " partly" + (outliers ? "" : untestable);
+                             sp(a, metric).short_str(2) + " (×" + fixed(r, 3) + ")";
+    const std::string crit = std::string("ratio ") + (smaller ? "≤ " : "≥ ") + fixed(full, 2) + " reproduced, " +
+                             (smaller ? "≤ " : "≥ ") + fixed(partial, 2) + " partly" + (outliers ? "" : untestable);
     const experiment::Verdict v =
         smaller ? experiment::verdict_at_most(r, full, partial) : experiment::verdict_at_least(r, full, partial);
     cl.push_back({claim, paper, ours, outliers ? v : experiment::Verdict::Not, crit});
@@ -605,7 +600,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     cl.push_back({"VGA keeps (or improves) perplexity",
                   encoder ? "BERT T1: 4.52 → 4.52 (+0.0%)" : "OPT T1: 15.95 → 15.49 (−2.9%)",
                   "vanilla " + sp("vanilla", "val_ppl").short_str(2) + " → VGA " + sp("vga", "val_ppl").short_str(2) +
-                      " (" + (rel >= 0 ? "+" : "") + fmt(100 * rel, 1) + "%)",
+                      " (" + (rel >= 0 ? "+" : "") + fixed(100 * rel, 1) + "%)",
                   experiment::verdict_at_most(rel, 0.01, 0.03), "relative change ≤ +1% reproduced, ≤ +3% partly"});
     const double dv = mean("vanilla", "w8a8_delta_ppl") / mean("vanilla", "val_ppl");
     const double dg = mean("vga", "w8a8_delta_ppl") / mean("vga", "val_ppl");
@@ -614,11 +609,11 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     const double r = dv > 0.01 ? dg / dv : NAN;
     cl.push_back({"VGA survives W8A8 PTQ far better than vanilla",
                   encoder ? "BERT T2: Δppl +612.80 → +0.12" : "OPT T2: Δppl +27.83 → +0.93",
-                  "vanilla " + sp("vanilla", "w8a8_delta_ppl").short_str(3) + " (" + fmt(100 * dv, 2) + "%) → VGA " +
-                      sp("vga", "w8a8_delta_ppl").short_str(3) + " (" + fmt(100 * dg, 2) + "%)",
+                  "vanilla " + sp("vanilla", "w8a8_delta_ppl").short_str(3) + " (" + fixed(100 * dv, 2) + "%) → VGA " +
+                      sp("vga", "w8a8_delta_ppl").short_str(3) + " (" + fixed(100 * dg, 2) + "%)",
                   experiment::verdict_at_most(r, 0.5, 1.0),
                   "vanilla's Δppl must exceed 1% of its ppl; then VGA's relative Δppl ≤ 0.5× vanilla's reproduced, < vanilla's partly" +
-                      (dv > 0.01 ? std::string() : "; untestable here: W8A8 costs vanilla only " + fmt(100 * dv, 2) + "%")});
+                      (dv > 0.01 ? std::string() : "; untestable here: W8A8 costs vanilla only " + fixed(100 * dv, 2) + "%")});
     // VGA has the lowest Max inf-norm of the five pretraining variants (bold in Table 1 for both models).
     int rank = 1, n = 0;
     const double mv = mean("vga", "max_inf_norm");
@@ -642,7 +637,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     const double rel = mean("retrofit_vga", "val_ppl") / mean("finetune", "val_ppl") - 1.0;
     cl.push_back({"The retrofit's perplexity is at least as good as plain fine-tuning", "GPT-2 T3: 17.01 vs 16.94",
                   "fine-tuned " + sp("finetune", "val_ppl").short_str(2) + " vs retrofit " +
-                      sp("retrofit_vga", "val_ppl").short_str(2) + " (" + (rel >= 0 ? "+" : "") + fmt(100 * rel, 1) + "%)",
+                      sp("retrofit_vga", "val_ppl").short_str(2) + " (" + (rel >= 0 ? "+" : "") + fixed(100 * rel, 1) + "%)",
                   experiment::verdict_at_most(rel, 0.0, 0.01), "relative difference ≤ 0 reproduced, ≤ +1% partly"});
   }
   if (!cl.empty()) md += "### Claims\n\n" + experiment::claims_table(cl) + "\n";

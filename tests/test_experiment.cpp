@@ -154,6 +154,9 @@ TEST_CASE("Table: markdown escapes cells, aligned text, rows must match the head
   CHECK(c.find("| sink forms | ~1 | 0.91 | reproduced | ≥ 0.8 |") != std::string::npos);
   const std::string u = claims_table({{"gate removes the sink", "0.01", "no sink formed", Verdict::Untestable, "-"}});
   CHECK(u.find("| untestable here |") != std::string::npos);
+  CHECK(fixed(0.12345) == "0.123");
+  CHECK(fixed(2.0, 1) == "2.0");
+  CHECK(fixed(NAN) == "n/a");
 }
 
 TEST_CASE("prepare_output: refuses a non-empty directory, --force replaces only a run directory") {

@@ -72,3 +72,11 @@ TEST_CASE("metrics_log: JSONL rows keep order; non-finite numbers become null") 
   CHECK(j["loss"].is_null());
   fs::remove(p);
 }
+
+TEST_CASE("metrics_log: number reads a row's value by key; NaN for text or a missing key") {
+  const sinklab::io::LogRow row{{"loss", 2.5}, {"step", int64_t{7}}, {"tag", std::string("a")}};
+  CHECK(sinklab::io::number(row, "loss") == 2.5);
+  CHECK(sinklab::io::number(row, "step") == 7.0);
+  CHECK(std::isnan(sinklab::io::number(row, "tag")));
+  CHECK(std::isnan(sinklab::io::number(row, "absent")));
+}

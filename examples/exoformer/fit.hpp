@@ -173,11 +173,7 @@ void fit(experiment::Run& run, const Context& c, const MixOptions& mix_opts = {}
     return j;
   };
   auto report = [](const io::LogRow& row) {
-    auto get = [&](const std::string& k) {
-      for (const auto& [n, x] : row)
-        if (n == k) return x.kind() == io::LogValue::Kind::Real ? x.real() : double(x.integer());
-      return double(NAN);
-    };
+    auto get = [&](const std::string& k) { return io::number(row, k); };
     char buf[160];
     std::snprintf(buf, sizeof buf, "val %.4f (ppl %.1f) | sink %.3f | token sim %.3f | PCA core %.1f", get("val_loss"),
                   get("val_ppl"), get("sink"), get("token_sim"), get("pca"));

@@ -41,6 +41,7 @@
 using namespace sinklab;
 namespace fs = std::filesystem;
 using experiment::Json;
+using experiment::fixed;
 using experiment::Spread;
 using exoformer::Settings;
 
@@ -116,12 +117,6 @@ Json settings_json(const Settings& s, const std::string& source, int64_t vocab) 
               {"val_batches", s.val_batches}, {"eval_seed", s.eval_seed}, {"text", source}};
 }
 
-std::string fmt(double x, int prec = 3) {
-  if (!std::isfinite(x)) return "—";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, x);
-  return buf;
-}
 
 // ---- summary ---------------------------------------------------------------------------------
 
@@ -170,9 +165,9 @@ std::string tables(const Summary& S) {
   for (const auto& v : vs) {
     const auto it = kPaper.find(v);
     const std::string paper = it == kPaper.end() ? "—"
-                                                 : fmt(it->second.ppl, 2) + " / " + fmt(it->second.sink, 4) + " / " +
-                                                       fmt(it->second.sim, 3) + " / " + fmt(it->second.pca, 1);
-    t.row({v, fmt(S.mean(v, "parameters"), 0),
+                                                 : fixed(it->second.ppl, 2) + " / " + fixed(it->second.sink, 4) + " / " +
+                                                       fixed(it->second.sim, 3) + " / " + fixed(it->second.pca, 1);
+    t.row({v, fixed(S.mean(v, "parameters"), 0),
            std::to_string(S.m.diverged(v)) + "/" + std::to_string(S.m.of(v).size()), S.spread(v, "val_loss").short_str(),
            S.spread(v, "val_ppl").short_str(2),
            v == "base" ? "—" : experiment::summarize(S.paired(v, "base", "val_loss")).short_str(),
@@ -193,7 +188,7 @@ std::string tables(const Summary& S) {
     for (const auto& v : vs) {
       std::vector<std::string> row = {v};
       for (int64_t i = 0; i < S.s.layers; ++i)
-        row.push_back(fmt(S.mean(v, "L" + std::to_string(i) + "_" + key), prec));
+        row.push_back(fixed(S.mean(v, "L" + std::to_string(i) + "_" + key), prec));
       l.row(row);
     }
     md += "### " + title + " (mean over seeds)\n\n" + l.markdown() + "\n";
@@ -220,10 +215,10 @@ std::string tables(const Summary& S) {
         std::string cell;
         if (x.dynamic && std::isfinite(l1)) {
           const double g1 = S.mean(v, p + "gamma1_mean"), g2 = S.mean(v, p + "gamma2_mean");
-          cell = fmt(l1 * g1, 2) + " / " + fmt(l2 * g2, 2) + " (γ " + fmt(g1, 2) + "±" + fmt(S.mean(v, p + "gamma1_sd"), 2) +
-                 ", " + fmt(g2, 2) + "±" + fmt(S.mean(v, p + "gamma2_sd"), 2) + ")";
+          cell = fixed(l1 * g1, 2) + " / " + fixed(l2 * g2, 2) + " (γ " + fixed(g1, 2) + "±" + fixed(S.mean(v, p + "gamma1_sd"), 2) +
+                 ", " + fixed(g2, 2) + "±" + fixed(S.mean(v, p + "gamma2_sd"), 2) + ")";
         } else {
-          cell = fmt(l1, 2) + " / " + fmt(l2, 2);
+          cell = fixed(l1, 2) + " / " + fixed(l2, 2);
         }
         any |= std::isfinite(l1);
         row.push_back(cell);
@@ -258,8 +253,8 @@ std::string claims(const Summary& S) {
     const Spread sp = experiment::summarize(d);
     const auto pv = kPaper.at(v), pr = kPaper.at(ref);
     const bool all = every(d, below);
-    cl.push_back({"ppl: " + v + (strict ? " < " : " ≤ ") + ref, fmt(pv.ppl, 2) + " vs " + fmt(pr.ppl, 2),
-                  fmt(S.mean(v, "val_ppl"), 2) + " vs " + fmt(S.mean(ref, "val_ppl"), 2) + "; Δ loss " + sp.short_str(),
+    cl.push_back({"ppl: " + v + (strict ? " < " : " ≤ ") + ref, fixed(pv.ppl, 2) + " vs " + fixed(pr.ppl, 2),
+                  fixed(S.mean(v, "val_ppl"), 2) + " vs " + fixed(S.mean(ref, "val_ppl"), 2) + "; Δ loss " + sp.short_str(),
                   all ? Verdict::Reproduced : sp.mean < 0 ? Verdict::Partly : Verdict::Not,
                   "paired Δ loss < 0 in every seed: reproduced; mean < 0: partly"});
   }
@@ -269,7 +264,7 @@ std::string claims(const Summary& S) {
     const Spread b = S.spread("base", "sink");
     const bool formed = b.mean > 1.5 * uni;
     cl.push_back({"the base model forms an attention sink", "0.257 (mean attention to key 0)",
-                  b.short_str() + " (uniform attention: " + fmt(uni) + ")",
+                  b.short_str() + " (uniform attention: " + fixed(uni) + ")",
                   b.min > 2 * uni ? Verdict::Reproduced : formed ? Verdict::Partly : Verdict::Not,
                   "above 2× the uniform level in every seed: reproduced; mean above 1.5×: partly"});
     for (const std::string v : {"gated", "resformer", "nuresformer", "exoformer", "exoformer_dyn"}) {
@@ -277,8 +272,8 @@ std::string claims(const Summary& S) {
       const auto d = S.paired(v, "base", "sink");
       const double ratio = S.mean(v, "sink") / b.mean;
       const double pratio = kPaper.at(v).sink / kPaper.at("base").sink;
-      cl.push_back({"sink: " + v + " ≪ base", fmt(kPaper.at(v).sink, 4) + " (" + fmt(100 * pratio, 1) + "% of base)",
-                    S.spread(v, "sink").short_str() + " (" + fmt(100 * ratio, 0) + "% of base)",
+      cl.push_back({"sink: " + v + " ≪ base", fixed(kPaper.at(v).sink, 4) + " (" + fixed(100 * pratio, 1) + "% of base)",
+                    S.spread(v, "sink").short_str() + " (" + fixed(100 * ratio, 0) + "% of base)",
                     !formed                          ? Verdict::Untestable
                     : every(d, below) && ratio < 0.25 ? Verdict::Reproduced
                     : ratio < 0.75                    ? Verdict::Partly
@@ -294,7 +289,7 @@ std::string claims(const Summary& S) {
     const bool sim = every(ds, [](double x) { return x > 0; }), pca = every(dp, below);
     const auto p = kPaper.at(v), b = kPaper.at("base");
     cl.push_back({v + ": representation collapse (token similarity up, PCA core features down vs base)",
-                  "sim " + fmt(p.sim, 2) + " vs " + fmt(b.sim, 2) + "; PCA " + fmt(p.pca, 0) + " vs " + fmt(b.pca, 0),
+                  "sim " + fixed(p.sim, 2) + " vs " + fixed(b.sim, 2) + "; PCA " + fixed(p.pca, 0) + " vs " + fixed(b.pca, 0),
                   "sim " + S.spread(v, "token_sim").short_str() + " vs " + S.spread("base", "token_sim").short_str() +
                       "; PCA " + S.spread(v, "pca").short_str(1) + " vs " + S.spread("base", "pca").short_str(1),
                   sim && pca ? Verdict::Reproduced : (sim || pca) ? Verdict::Partly : Verdict::Not,
@@ -306,7 +301,7 @@ std::string claims(const Summary& S) {
     const double target = S.mean("base", "val_loss"), at = S.steps_to("exoformer_dyn", target);
     const double gain = std::isfinite(at) && at > 0 ? double(S.steps) / at : NAN;
     cl.push_back({"dynamic ExoFormer reaches the base model's final loss with fewer tokens", "1.84× fewer",
-                  std::isfinite(gain) ? fmt(gain, 2) + "× fewer (step " + fmt(at, 0) + " of " +
+                  std::isfinite(gain) ? fixed(gain, 2) + "× fewer (step " + fixed(at, 0) + " of " +
                                             std::to_string(S.steps) + ", mean over seeds)"
                                       : std::string("never reached in every seed"),
                   gain >= 1.5 ? Verdict::Reproduced : gain > 1.05 ? Verdict::Partly : Verdict::Not,
@@ -326,7 +321,7 @@ std::string ablation(const Summary& S) {
     const Variant x = parse_variant(v);
     if (x.family != "exoformer" || x.dynamic || x.granularity != 'e') continue;
     const Spread d = experiment::summarize(S.paired(v, "gated", "val_loss"));
-    t.row({v, d.short_str(), std::isfinite(full) && full != 0 ? fmt(100 * d.mean / full, 0) + "%" : "—",
+    t.row({v, d.short_str(), std::isfinite(full) && full != 0 ? fixed(100 * d.mean / full, 0) + "%" : "—",
            S.spread(v, "sink").short_str(), S.spread(v, "token_sim").short_str(), S.spread(v, "pca").short_str(1)});
     any |= v != "exoformer";
   }
@@ -386,7 +381,7 @@ void figures(const Summary& S, const fs::path& out) {
       for (const auto& v : main_vs)
         for (const auto& k : keys) {
           const double x = S.mean(v, "L" + std::to_string(i) + "_" + k.first);
-          csv += "," + (std::isfinite(x) ? fmt(x, 5) : std::string("NaN"));
+          csv += "," + (std::isfinite(x) ? fixed(x, 5) : std::string("NaN"));
         }
       csv += "\n";
     }
@@ -427,7 +422,7 @@ void figures(const Summary& S, const fs::path& out) {
             const std::string p = "L" + std::to_string(n) + "_" + c + "_";
             double r = S.mean(v, p + "lambda1") / S.mean(v, p + "lambda2");
             if (dyn) r *= S.mean(v, p + "gamma1_mean") / S.mean(v, p + "gamma2_mean");
-            csv += "," + (std::isfinite(r) ? fmt(r, 5) : std::string("NaN"));
+            csv += "," + (std::isfinite(r) ? fixed(r, 5) : std::string("NaN"));
           }
         }
         csv += "\n";
@@ -547,8 +542,8 @@ int main(int argc, char** argv) {
                      std::to_string(s.batch * s.seq_len) + " tokens per run, seeds";
     for (auto seed : flags.seeds) md += " " + std::to_string(seed);
     md += ". Attention sink: mean attention of queries 1..T−1 to key 0 over heads and layers (uniform attention "
-          "gives " + fmt(uniform_sink(s.seq_len)) + "); token similarity, cosine to the embedding and PCA core features "
-          "(components for " + fmt(100 * s.pca_threshold, 0) + "% of the variance, of d = " + std::to_string(s.d_model) +
+          "gives " + fixed(uniform_sink(s.seq_len)) + "); token similarity, cosine to the embedding and PCA core features "
+          "(components for " + fixed(100 * s.pca_threshold, 0) + "% of the variance, of d = " + std::to_string(s.d_model) +
           ") of each layer's output on the first validation batch, averaged over layers.\n\n";
     md += tables(S) + ablation(S) + claims(S);
     io::write_file_atomically(m.out() / "summary.md", md);

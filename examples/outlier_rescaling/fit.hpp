@@ -155,11 +155,7 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
     return j;
   };
   auto report = [L = cfg.layers](const io::LogRow& row) {
-    auto get = [&](const std::string& k) {
-      for (const auto& [n, x] : row)
-        if (n == k) return x.kind() == io::LogValue::Kind::Real ? x.real() : double(x.integer());
-      return double(NAN);
-    };
+    auto get = [&](const std::string& k) { return io::number(row, k); };
     char buf[200];
     std::snprintf(buf, sizeof buf, "val %.4f | max act %.1f | sink %.3f | sink dims %.0f | last-layer top dim %.0f (%.1fx)",
                   get("val_loss"), get("max_act"), get("sink"), get("sink_dims"),

@@ -40,6 +40,7 @@
 using namespace sinklab;
 namespace fs = std::filesystem;
 using experiment::Json;
+using experiment::fixed;
 using experiment::Spread;
 using outlier_rescaling::Settings;
 
@@ -143,12 +144,6 @@ struct Summary {
   }
 };
 
-std::string fmt(double x, int prec = 3) {
-  if (!std::isfinite(x)) return "n/a";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, x);
-  return buf;
-}
 std::string fmt_big(const Spread& s) {
   if (s.n_finite == 0) return "n/a";
   char buf[64];
@@ -190,12 +185,12 @@ std::string tables(const Summary& S) {
     for (int64_t i = 0; i < S.s.layers; ++i) {
       const std::string p = "L" + std::to_string(i) + "_";
       row.push_back(fmt_big(S.layer_max(v, i)));
-      sinks += (i ? " / " : "") + fmt(S.spread(v, p + "sink").mean, 2);
+      sinks += (i ? " / " : "") + fixed(S.spread(v, p + "sink").mean, 2);
       const auto runs = S.m.of(v);
       dims += (i ? " / " : "") +
               (runs.empty() || runs.front()->diverged
                    ? std::string("n/a")
-                   : fmt(runs.front()->metric(p + "top_dim"), 0) + " (" + fmt(runs.front()->metric(p + "top_dim_ratio"), 1) + "x)");
+                   : fixed(runs.front()->metric(p + "top_dim"), 0) + " (" + fixed(runs.front()->metric(p + "top_dim_ratio"), 1) + "x)");
     }
     row.push_back(sinks);
     row.push_back(dims + " [seed " + (S.m.of(v).empty() ? std::string("-") : std::to_string(S.m.of(v).front()->seed)) + "]");
@@ -273,7 +268,7 @@ std::string claims(const Summary& S) {
                                 : "GLU (sigmoid) has smaller outliers than SwiGLU",
                   arch == "dyt" ? "73 vs 6000 (1.2%)" : "1300 vs 6000 (22%)",
                   v + ": " + fmt_big(S.spread(v, "max_act")) + " vs " + fmt_big(S.spread("baseline", "max_act")) + " (" +
-                      fmt(100 * ratio, 0) + "%)",
+                      fixed(100 * ratio, 0) + "%)",
                   ratio < 1.0 / 3 ? Verdict::Reproduced : ratio < 1 ? Verdict::Partly : Verdict::Not,
                   "below a third of the baseline's: reproduced; below the baseline's: partly"});
   }
@@ -313,7 +308,7 @@ std::string claims(const Summary& S) {
         if (best.empty() || mean(v, k) < mean(best, k)) best = v;
       wins += best == "g1_gatednorm";
       ours += std::string(ours.empty() ? "" : "; ") + (k == std::string("ptq_w4a4_fp4_dloss") ? "FP4" : "INT4") +
-              " smallest: " + best + " (" + fmt(mean(best, k)) + " vs baseline " + fmt(mean("baseline", k)) + ")";
+              " smallest: " + best + " (" + fixed(mean(best, k)) + " vs baseline " + fixed(mean("baseline", k)) + ")";
     }
     cl.push_back({"W4A4 loss degradation is smallest with GatedNorm", "FP4: −1.23 pts GatedNorm, −1.50 G1, −2.76 PreAffine",
                   ours, wins == 2 ? Verdict::Reproduced : wins == 1 ? Verdict::Partly : Verdict::Not,
@@ -360,7 +355,7 @@ void figures(const Summary& S, const fs::path& out) {
       csv += "\"" + v + "\"";
       for (int64_t i = 0; i < S.s.layers; ++i) {
         const double x = S.layer_max(v, i).mean;
-        csv += "," + (std::isfinite(x) ? fmt(x, 4) : std::string("NaN"));
+        csv += "," + (std::isfinite(x) ? fixed(x, 4) : std::string("NaN"));
         if (std::isfinite(x) && x > 0) lowest = std::min(lowest, x);
       }
       csv += "\n";
@@ -369,7 +364,7 @@ void figures(const Summary& S, const fs::path& out) {
     fig.script("set terminal " + fig.terminal() + " size 1200,560\nset output 'max_activation_by_layer.png'\n"
                "set title 'max |activation| per layer (final model, mean over seeds)'\nset style data histograms\n"
                "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset logscale y\n"
-               "set yrange [" + (std::isfinite(lowest) ? fmt(lowest / 2, 6) : std::string("*")) + ":*]\nset grid ytics\nset key top right\nset xtics rotate by -30\n"
+               "set yrange [" + (std::isfinite(lowest) ? fixed(lowest / 2, 6) : std::string("*")) + ":*]\nset grid ytics\nset key top right\nset xtics rotate by -30\n"
                "set datafile columnheaders\nplot for [i=2:" + std::to_string(S.s.layers + 1) +
                    "] 'max_activation_by_layer.csv' using i:xtic(1) title columnheader(i)\n"
                "unset logscale y\nset yrange [*:*]\nset xtics norotate autofreq\nunset datafile columnheaders\n"
@@ -501,7 +496,7 @@ int main(int argc, char** argv) {
     uniform /= double(std::max<int64_t>(s.seq_len - 1, 1));
     md += ". Max activation: the largest |x| of the residual stream and of each branch's output over the layers, "
           "on the first validation batch; attention to key 0: queries 1..T−1, mean over heads and layers (uniform "
-          "attention gives " + fmt(uniform) + ").\n\n";
+          "attention gives " + fixed(uniform) + ").\n\n";
     md += tables(S) + claims(S);
     io::write_file_atomically(m.out() / "summary.md", md);
     std::printf("\n%s\nsummary: %s\n", md.c_str(), (m.out() / "summary.md").string().c_str());

@@ -13,6 +13,8 @@
 // code and results page), never written by hand.
 #pragma once
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,14 @@ class Table {
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;
 };
+
+// A number for a table cell: fixed-point with `precision` decimals, "n/a" when not finite.
+inline std::string fixed(double x, int precision = 3) {
+  if (!std::isfinite(x)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, x);
+  return buf;
+}
 
 // Untestable: the claim's precondition did not hold in our runs (say, "gating removes the sink"
 // where the ungated model formed none), so the figure neither supports nor refutes it.

@@ -14,9 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -75,6 +77,18 @@ class LogValue {
 };
 
 using LogRow = std::vector<std::pair<std::string, LogValue>>;
+
+// The value of `key` in a row as a number (integers converted); NaN when the row has no such
+// number.
+inline double number(const LogRow& row, std::string_view key) {
+  for (const auto& [k, v] : row)
+    if (k == key) {
+      if (v.kind() == LogValue::Kind::Real) return v.real();
+      if (v.kind() == LogValue::Kind::Integer) return static_cast<double>(v.integer());
+      break;
+    }
+  return std::numeric_limits<double>::quiet_NaN();
+}
 
 // RFC 4180 quoting: fields holding a comma, quote or line break are quoted, quotes doubled.
 inline std::string csv_escape(const std::string& s) {
