@@ -75,3 +75,12 @@ function(expect_final_metrics json file)
     endif()
   endforeach()
 endfunction()
+
+# A finished run directory holds its result, its metrics and the final weights.
+function(expect_run_files dir)
+  foreach(file result.json metrics.csv final.safetensors)
+    if(NOT EXISTS "${dir}/${file}")
+      message(FATAL_ERROR "missing ${dir}/${file}")
+    endif()
+  endforeach()
+endfunction()
