@@ -308,6 +308,12 @@ TEST_CASE("autodiff::attention: fused without a recorder, materialised and recor
   CHECK(rec.logits.shape() == Shape{2, 4, 9, 9});
   CHECK(rec.lse.shape() == Shape{2, 4, 9});
   CHECK(rec.value_norms.shape() == Shape{2, 2, 9});
+  // The keys as the scores saw them, and their norms.
+  CHECK(rel_error(rec.keys, kt) == 0.0);
+  REQUIRE(rec.key_norms.shape() == Shape{2, 2, 9});
+  double k0 = 0;
+  for (int64_t d = 0; d < 8; ++d) k0 += double(kt(1, 1, 3, d)) * double(kt(1, 1, 3, d));
+  CHECK(rec.key_norms(1, 1, 3) == doctest::Approx(std::sqrt(k0)).epsilon(1e-5));
   CHECK(rel_error(rec.grad_q, f1.dq) == 0.0);
   CHECK(rel_error(f0.out, f1.out) < 1e-5);
   CHECK(rel_error(f0.dq, f1.dq) < 1e-5);

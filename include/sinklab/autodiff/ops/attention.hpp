@@ -27,6 +27,8 @@ struct AttentionRecorder {
   Tensor<T, D> logits;   // [B, H, T, S] scaled logits q·k/√d before normalisation (−inf at masked keys)
   Tensor<T, D> lse;      // [B, H, T] row logsumexp of the softmax family (includes the sink)
 
+  Tensor<T, D> keys;                     // [B, H_kv, S, d]  k as the scores see it (after QK-norm and RoPE)
+  Tensor<T, D> key_norms;                // [B, H_kv, S]  |k_j| (a sink key stands out in norm or direction)
   Tensor<T, D> values;                   // [B, H_kv, S, d]  v before the value transform (for ‖W_O v_s‖)
   Tensor<T, D> output;                   // [B, T, D]  the layer's output, i.e. the attention update U (the layer fills it)
   Tensor<T, D> value_norms;              // [B, H_kv, S]  |v_j|
@@ -77,6 +79,8 @@ Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<
                                          &rec->logits);
     rec->lse = fwd.lse;
     ++rec->calls;
+    rec->keys = k;
+    rec->key_norms = K::row_norms(k);
     rec->values = v;
     rec->value_norms = K::row_norms(v);
     rec->transformed_value_norms = K::row_norms(vt);
