@@ -76,11 +76,20 @@ function(expect_final_metrics json file)
   endforeach()
 endfunction()
 
-# A finished run directory holds its result, its metrics and the final weights.
+# A finished run directory holds its result, its metrics (CSV and JSONL) and the final weights.
 function(expect_run_files dir)
-  foreach(file result.json metrics.csv final.safetensors)
+  foreach(file result.json metrics.csv metrics.jsonl final.safetensors)
     if(NOT EXISTS "${dir}/${file}")
       message(FATAL_ERROR "missing ${dir}/${file}")
+    endif()
+  endforeach()
+endfunction()
+
+# The program's output names each of the given patterns (regular expressions).
+function(expect_output_has output)
+  foreach(pattern IN LISTS ARGN)
+    if(NOT output MATCHES "${pattern}")
+      message(FATAL_ERROR "the output lacks '${pattern}'")
     endif()
   endforeach()
 endfunction()
