@@ -151,4 +151,21 @@ TEST_CASE_TEMPLATE("value norms: ‖v‖, ‖W_O v‖ and the value-norm ratio",
   // A PyTorch-layout weight [D, H·d_h] goes in transposed (a view).
   CHECK(output_value_norms(V, W.transpose(0, 1).contiguous().transpose(0, 1))(0, 1) == doctest::Approx(6.0));
   CHECK_THROWS_WITH_AS(output_value_norms(V, W.transpose(0, 1)), doctest::Contains("transpose"), Error);
+
+  // At each sequence's own sink: two sequences (the second with head 1's values doubled), sinks
+  // per sequence and head. Sequence 0: head 0 at token 0 (0.2 / 3), head 1 at token 2
+  // (√2 / mean(1, 1)); sequence 1: head 0 at token 1 (6 / mean(0.2, 0)), head 1 at token 0
+  // (2 / mean(2, 2√2)).
+  auto V2 = Tensor<T>::zeros({2, 2, 3, 2});
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t k = 0; k < 2; ++k) V2(0, h, t, k) = vals[h][t][k], V2(1, h, t, k) = T(h + 1) * vals[h][t][k];
+  const auto sinks = Tensor<int64_t>::from({2, 2}, {0, 2, 1, 0});
+  const auto at = value_norm_ratio_at(V2, W, sinks);
+  CHECK(at[0] == doctest::Approx((0.2 / 3.0 + 6.0 / 0.1) / 2));
+  CHECK(at[1] == doctest::Approx((std::sqrt(2.0) / 1.0 + 2.0 / (1.0 + std::sqrt(2.0))) / 2));
+  CHECK_THROWS_WITH_AS(value_norm_ratio_at(V2, W, Tensor<int64_t>::from({2, 2}, {0, 3, 0, 0})),
+                       doctest::Contains("is not a token"), Error);
+  CHECK_THROWS_WITH_AS(value_norm_ratio_at(V2, W, Tensor<int64_t>::from({1, 2}, {0, 0})), doctest::Contains("expected [2, H]"),
+                       Error);
 }

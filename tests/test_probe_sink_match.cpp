@@ -29,6 +29,12 @@ TEST_CASE_TEMPLATE("sink_match: a head that reads each sequence's hub matches it
   CHECK(m.strength[0] == Approx(1.0));
   CHECK(m.match_rate[1] == Approx(1.0 / 3));
   CHECK(m.strength[1] == Approx(0.25));
+  // A sink that moves between sequences keeps its full strength per sequence; the batch-mean
+  // column of sink_score dilutes it (hubs 1, 3, 0: each key holds a third of the mass at most).
+  const probe::PerHead inflow_peak = probe::inflow_strength(A);
+  CHECK(inflow_peak[0] == Approx(1.0));
+  CHECK(inflow_peak[1] == Approx(0.25));
+  CHECK(probe::sink_score(A).score[0] == Approx(1.0 / 3));
 
   CHECK_THROWS_WITH_AS(probe::sink_match(A, Tensor<int32_t>::from({2}, {0, 1})), doctest::Contains("expected [3]"), Error);
   CHECK_THROWS_WITH_AS(probe::sink_match(A, Tensor<int32_t>::from({3}, {0, 1, 4})), doctest::Contains("target 4"), Error);

@@ -2,6 +2,9 @@
 //
 //   attention_inflow(A)       ĵ_bh = argmax_j (1/T) Σ_i A_bij per sequence and head — the token
 //                             receiving the most attention mass ("attention inflow"), [B, H]
+//   inflow_strength(A)        per head, the mean over sequences of the peak column mass
+//                             (1/T) Σ_i A_b,i,ĵ — a sink that moves between inputs (ViT) at full
+//                             strength, where sink_score's batch-mean column would dilute it
 //   sink_match(A, target)     per head: the fraction of sequences whose ĵ equals the ground-truth
 //                             hub j*_b (the broadcast toy's selected token), and the mean peak
 //                             column mass (1/T) Σ_i A_b,i,ĵ ("sink strength")
@@ -45,6 +48,24 @@ Tensor<int64_t> attention_inflow(const Tensor<T>& A) {
   double peak = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) out(b, h) = detail::peak_column(a.data() + (b * H + h) * Tq * S, Tq, S, col, peak);
+  return out;
+}
+
+template <class T>
+PerHead inflow_strength(const Tensor<T>& A) {
+  detail::require_attention("probe::inflow_strength", A);
+  const int64_t B = A.size(0), H = A.size(1), Tq = A.size(2), S = A.size(3);
+  const Tensor<T> a = A.contiguous();
+  std::vector<double> col(static_cast<std::size_t>(S));
+  PerHead out;
+  for (int64_t h = 0; h < H; ++h) {
+    double sum = 0, peak = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      detail::peak_column(a.data() + (b * H + h) * Tq * S, Tq, S, col, peak);
+      sum += peak;
+    }
+    out.values.push_back(sum / static_cast<double>(B));
+  }
   return out;
 }
 

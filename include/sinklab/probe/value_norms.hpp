@@ -8,6 +8,7 @@
 //   value_norms(V)                 ‖v_t‖ per head and token, batch mean, [H, T]
 //   output_value_norms(V, W_O)     ‖W_O v_t‖ (the head's write to the residual stream), [H, T]
 //   value_norm_ratio(V, W_O, s)    ‖W_O v_s‖ / mean_{j ≠ s} ‖W_O v_j‖ per head (< 0.2 ⇒ NOP sink)
+//   value_norm_ratio_at(V, W_O, sinks)  the same at each sequence's own sink token (sinks [B, H])
 //
 // The ratio compares batch means; the sink itself is left out of the denominator so that the
 // ratio says how the sink compares with the *other* tokens (the mean over all j would pull it
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "sinklab/core/tensor.hpp"
@@ -39,9 +41,10 @@ Tensor<double> value_norms(const Tensor<T>& V) {
   return out;
 }
 
+namespace detail {
+// ‖W_O v_t‖ per sequence, head and token, [B, H, T].
 template <class T>
-Tensor<double> output_value_norms(const Tensor<T>& V, const Tensor<T>& W_O) {
-  constexpr std::string_view fn = "probe::output_value_norms";
+Tensor<double> output_value_norms_per_sequence(std::string_view fn, const Tensor<T>& V, const Tensor<T>& W_O) {
   detail::require_rank(fn, "values", V, 4, "[B, H, T, d_head]");
   detail::require_nonempty(fn, "values", V);
   detail::require_rank(fn, "W_O", W_O, 2, "[H*d_head, D] (y·W convention)");
@@ -50,7 +53,7 @@ Tensor<double> output_value_norms(const Tensor<T>& V, const Tensor<T>& W_O) {
                 " (expected [", H * dh, ", D]; a PyTorch-layout weight is passed as W.transpose(0, 1))");
   const Tensor<T> v = V.contiguous();
   const Tensor<T> w = W_O.contiguous();
-  Tensor<double> out = Tensor<double>::zeros({H, Tn});
+  Tensor<double> out = Tensor<double>::zeros({B, H, Tn});
   std::vector<double> o(static_cast<std::size_t>(D));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
@@ -62,9 +65,19 @@ Tensor<double> output_value_norms(const Tensor<T>& V, const Tensor<T>& W_O) {
           const T* row = w.data() + (h * dh + k) * D;
           for (int64_t n = 0; n < D; ++n) o[n] += xk * static_cast<double>(row[n]);
         }
-        out(h, t) += detail::norm2(o.data(), D);
+        out(b, h, t) = detail::norm2(o.data(), D);
       }
-  for (int64_t k = 0; k < out.numel(); ++k) out.data()[k] /= static_cast<double>(B);
+  return out;
+}
+}  // namespace detail
+
+template <class T>
+Tensor<double> output_value_norms(const Tensor<T>& V, const Tensor<T>& W_O) {
+  const Tensor<double> per = detail::output_value_norms_per_sequence("probe::output_value_norms", V, W_O);
+  const int64_t B = per.size(0), HT = per.numel() / B;
+  Tensor<double> out = Tensor<double>::zeros({per.size(1), per.size(2)});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t k = 0; k < HT; ++k) out.data()[k] += per.data()[b * HT + k] / static_cast<double>(B);
   return out;
 }
 
@@ -100,6 +113,39 @@ PerHead norm_ratio_to_others(const Tensor<T>& table, int64_t s) {
 template <class T>
 PerHead value_norm_ratio(const Tensor<T>& V, const Tensor<T>& W_O, int64_t s = 0) {
   return norm_ratio_to_others(output_value_norms(V, W_O), s);
+}
+
+// The ratio at each sequence's own sink: sinks [B, H] holds the sink token of every sequence and
+// query head (probe::attention_inflow(A), where the sink moves between inputs, as in a ViT);
+// per head, the mean over sequences of ‖W_O v_s‖ / mean_{j ≠ s} ‖W_O v_j‖. Grouped values
+// (fewer value heads than query heads) are read as in GQA: query head h uses value head h / (H / H_kv).
+template <class T, class I>
+PerHead value_norm_ratio_at(const Tensor<T>& V, const Tensor<T>& W_O, const Tensor<I>& sinks) {
+  constexpr std::string_view fn = "probe::value_norm_ratio_at";
+  const Tensor<double> n = detail::output_value_norms_per_sequence(fn, V, W_O);
+  const int64_t B = n.size(0), Hkv = n.size(1), Tn = n.size(2);
+  SINKLAB_CHECK(sinks.defined() && sinks.rank() == 2 && sinks.size(0) == B && sinks.size(1) % Hkv == 0, fn,
+                ": sinks of shape ", sinks.defined() ? sinks.shape().str() : std::string("undefined"), " for values ",
+                V.shape(), ", expected [", B, ", H] with H a multiple of ", Hkv);
+  SINKLAB_CHECK(Tn >= 2, fn, ": need at least two tokens, got values ", V.shape());
+  const int64_t H = sinks.size(1), group = H / Hkv;
+  PerHead out;
+  for (int64_t h = 0; h < H; ++h) {
+    double sum = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto s = static_cast<int64_t>(sinks(b, h));
+      SINKLAB_CHECK(0 <= s && s < Tn, fn, ": sink ", s, " of sequence ", b, ", head ", h, " is not a token of values ",
+                    V.shape());
+      const double* row = n.data() + (b * Hkv + h / group) * Tn;
+      double rest = 0;
+      for (int64_t t = 0; t < Tn; ++t)
+        if (t != s) rest += row[t];
+      rest /= static_cast<double>(Tn - 1);
+      sum += rest > 0 ? row[s] / rest : (row[s] > 0 ? INFINITY : 1.0);
+    }
+    out.values.push_back(sum / static_cast<double>(B));
+  }
+  return out;
 }
 
 // Same ratio on the raw value states ‖v_s‖ / mean_{j ≠ s} ‖v_j‖.
