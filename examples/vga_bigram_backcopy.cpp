@@ -267,16 +267,7 @@ std::string token_label(const data::BigramBackcopy& task, int32_t t) {
 }
 
 void write_snapshot(const fs::path& dir, const Snapshot& snap, const EvalSet& ev, const data::BigramBackcopy& task) {
-  std::string att;
-  for (int64_t i = 0; i < snap.n; ++i) {
-    for (int64_t j = 0; j < snap.n; ++j) {
-      char b[32];
-      std::snprintf(b, sizeof b, "%s%.6g", j ? " " : "", snap.attention[i * snap.n + j]);
-      att += b;
-    }
-    att += '\n';
-  }
-  io::write_file_atomically(dir / "attn.dat", att);
+  experiment::write_matrix(dir / "attn.dat", snap.attention.data(), snap.n, snap.n);
   io::CsvLog csv(dir / "value_norms.csv");
   for (int64_t j = 0; j < snap.n; ++j) {
     const auto k = static_cast<std::size_t>(j);

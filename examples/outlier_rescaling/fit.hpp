@@ -72,18 +72,9 @@ inline void activation_metrics(const nn::ModelProbe<float>& pr, double sink_dim_
 // |x| of the last layer's output for the probe batch's first sequence, tokens × channels.
 inline void write_activation_map(const nn::ModelProbe<float>& pr, const experiment::fs::path& file) {
   const Tensor<float> h = pr.layers.back().output.contiguous();
-  const int64_t T = h.size(1), D = h.size(2);
-  std::string s;
-  char buf[32];
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t d = 0; d < D; ++d) {
-      std::snprintf(buf, sizeof buf, d ? " %.4g" : "%.4g", std::fabs(static_cast<double>(h.data()[t * D + d])));
-      s += buf;
-    }
-    s += '\n';
-  }
-  experiment::fs::create_directories(file.parent_path());
-  io::write_file_atomically(file, s);
+  std::vector<double> a(static_cast<std::size_t>(h.size(1) * h.size(2)));  // the first sequence
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::fabs(static_cast<double>(h.data()[i]));
+  experiment::write_matrix(file, a.data(), h.size(1), h.size(2));
 }
 
 struct PtqCase {

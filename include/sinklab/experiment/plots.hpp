@@ -5,6 +5,7 @@
 //   fig.dynamics("dynamics.png", "training dynamics", {{"attn_sink", "Attn_<s>"}, ...},
 //                {{"vanilla", "dynamics_vanilla.csv"}, {"vga", "dynamics_vga.csv"}});
 //   fig.heatmaps("attention.png", "attention maps", {{"vanilla", "attn_vanilla.dat"}}, labels);
+//   experiment::write_matrix(out / "attn_vanilla.dat", values, rows, cols);  // a heatmap's data
 //   fig.bars("kurtosis.png", "average kurtosis", "kurtosis.dat");   // label mean sd rows
 //   fig.script("...");                                              // anything else, verbatim
 //   fig.render();
@@ -196,6 +197,22 @@ class Figures {
   bool cairo_ = false;
   std::vector<std::string> pngs_;
 };
+
+// A matrix file for Figures::heatmaps: `rows` lines of `cols` whitespace-separated values
+// (row-major `values`), written atomically; its folder is created.
+inline void write_matrix(const fs::path& file, const double* values, int64_t rows, int64_t cols) {
+  std::string s;
+  char buf[32];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      std::snprintf(buf, sizeof buf, c ? " %.6g" : "%.6g", values[r * cols + c]);
+      s += buf;
+    }
+    s += '\n';
+  }
+  if (file.has_parent_path()) fs::create_directories(file.parent_path());
+  io::write_file_atomically(file, s);
+}
 
 // A bars file: "label,mean,sd" rows, one per variant, for Figures::bars.
 inline void write_bars(const fs::path& file, const std::vector<std::pair<std::string, Spread>>& bars) {
