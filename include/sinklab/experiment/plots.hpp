@@ -124,9 +124,11 @@ class Figures {
     pngs_.push_back(png);
   }
 
-  // Matrices side by side (whitespace-separated .dat files, row = query), values in [0, max].
+  // Matrices side by side (whitespace-separated .dat files, row = query), values in [0, max];
+  // the axes name a key and a query unless told otherwise (an image: column and row).
   void heatmaps(const std::string& png, const std::string& title, const std::vector<Series>& maps,
-                const std::vector<std::string>& labels = {}, double max = 1.0) {
+                const std::vector<std::string>& labels = {}, double max = 1.0, const std::string& xlabel = "key",
+                const std::string& ylabel = "query") {
     gp_ << "set terminal " << term_ << " size " << 520 * maps.size() << ",560\nset output " << gp_quote(png) << "\n";
     gp_ << "set multiplot layout 1," << maps.size() << " title " << gp_quote(title) << "\n";
     gp_ << "set datafile separator whitespace\nunset grid\nunset key\nset size ratio -1\n"
@@ -141,7 +143,7 @@ class Figures {
     } else {
       gp_ << "set autoscale xfix\nset autoscale yfix\nset yrange [*:*] reverse\n";
     }
-    gp_ << "set xlabel 'key'\nset ylabel 'query'\n";
+    gp_ << "set xlabel " << gp_quote(xlabel) << "\nset ylabel " << gp_quote(ylabel) << "\n";
     for (const auto& m : maps)
       gp_ << "set title " << gp_quote(m.label) << "\nplot " << gp_quote(m.file) << " matrix with image\n";
     gp_ << "unset multiplot\nset size noratio\nunset xlabel\nunset ylabel\nset xtics autofreq\nset ytics autofreq\n"
