@@ -78,7 +78,10 @@ struct ToyTrainer {
     int64_t step = 0;
     train(run, m, opt,
           {.steps = steps, .eval_every = 5, .checkpoint_seconds = 0, .diverge_above = diverge_above,
-           .at_end = [&] { return Json{{"at_end", ++at_end_calls}, {"w_final", double(m.w.value.data()[0])}}; }},
+           .at_end = [&] {
+             const double w = m.w.value.data()[0];
+             return Json{{"at_end", ++at_end_calls}, {"w_final", w}, {"L0_w", w}, {"L1_w", 2 * w}};
+           }},
           [&](Rng& data) {
             step = static_cast<int64_t>(opt.step_count()) + 1;
             if (step == kill_at) throw std::runtime_error("killed");
@@ -219,6 +222,12 @@ TEST_CASE("Matrix: paired runs see the same batches; a killed run resumes to the
     CHECK(m.spread("plain", "w_final").n_finite == 2);
     CHECK(m.spread("plain", "w_final").mean == doctest::Approx((m.finals("plain", "w_final")[0] + m.finals("plain", "w_final")[1]) / 2));
     CHECK(m.diverged("plain") == 0);
+    // Per-layer metrics L<l>_<name>: a row per variant, a column per layer, means over seeds.
+    CHECK(Matrix::layer_metric(1, "w") == "L1_w");
+    const std::string lt = m.layer_table("w", 2, {"gated"}, 4);
+    CHECK(lt.find("| variant | layer 1 | layer 2 |") != std::string::npos);
+    CHECK(lt.find("| gated | " + fixed(m.spread("gated", "w_final").mean, 4) + " | " +
+                  fixed(2 * m.spread("gated", "w_final").mean, 4) + " |") != std::string::npos);
     CHECK(fs::exists(m.run_dir("gated", 4) / "final.safetensors"));
     CHECK(!fs::exists(m.run_dir("gated", 4) / "checkpoint.safetensors"));
     CHECK(read(m.out() / "run.json").find("\"experiment\": \"toy\"") != std::string::npos);

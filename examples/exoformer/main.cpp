@@ -182,16 +182,7 @@ std::string tables(const Summary& S) {
            {"token_sim", "Token similarity by layer", 3},
            {"emb_cos", "Cosine to the input embedding by layer", 3},
            {"pca", "PCA core features by layer", 1}}) {
-    std::vector<std::string> head = {"variant"};
-    for (int64_t i = 0; i < S.s.layers; ++i) head.push_back("layer " + std::to_string(i + 1));
-    experiment::Table l(head);
-    for (const auto& v : vs) {
-      std::vector<std::string> row = {v};
-      for (int64_t i = 0; i < S.s.layers; ++i)
-        row.push_back(fixed(S.mean(v, "L" + std::to_string(i) + "_" + key), prec));
-      l.row(row);
-    }
-    md += "### " + title + " (mean over seeds)\n\n" + l.markdown() + "\n";
+    md += "### " + title + " (mean over seeds)\n\n" + S.m.layer_table(key, S.s.layers, vs, prec) + "\n";
   }
 
   // Mixing coefficients: per layer and stream the mean λ₁ (anchor) and λ₂ (current layer); for
@@ -210,7 +201,7 @@ std::string tables(const Summary& S) {
       bool any = false;
       for (int c = 0; c < 4; ++c) {
         if (!(x.family == "resformer" ? c == 2 : x.streams[c])) continue;
-        const std::string p = "L" + std::to_string(n) + "_" + comp[c] + "_";
+        const std::string p = experiment::Matrix::layer_metric(n, std::string(comp[c]) + "_");
         double l1 = S.mean(v, p + "lambda1"), l2 = S.mean(v, p + "lambda2");
         std::string cell;
         if (x.dynamic && std::isfinite(l1)) {
@@ -368,38 +359,12 @@ void figures(const Summary& S, const fs::path& out) {
     }
   }
   // Per-layer measures: one panel each, a line per variant.
-  {
-    const std::vector<std::pair<std::string, std::string>> keys = {
-        {"sink", "attention to key 0"}, {"token_sim", "token similarity"}, {"emb_cos", "cosine to input embedding"},
-        {"pca", "PCA core features"}};
-    std::string csv = "layer";
-    for (const auto& v : main_vs)
-      for (const auto& k : keys) csv += "," + v + ":" + k.first;
-    csv += "\n";
-    for (int64_t i = 0; i < S.s.layers; ++i) {
-      csv += std::to_string(i + 1);
-      for (const auto& v : main_vs)
-        for (const auto& k : keys) {
-          const double x = S.mean(v, "L" + std::to_string(i) + "_" + k.first);
-          csv += "," + (std::isfinite(x) ? fixed(x, 5) : std::string("NaN"));
-        }
-      csv += "\n";
-    }
-    io::write_file_atomically(out / "by_layer.csv", csv);
-    std::string gp = "set terminal " + fig.terminal() + " size 1300,900\nset output 'by_layer.png'\n"
-                     "set multiplot layout 2,2 title 'final model, mean over seeds'\nset datafile separator ','\n"
-                     "set xlabel 'layer'\nset grid\nset key outside right top font ',8'\n";
-    const std::size_t nk = keys.size();
-    for (std::size_t k = 0; k < nk; ++k) {
-      gp += "set title " + experiment::gp_quote(keys[k].second) + "\nplot ";
-      for (std::size_t j = 0; j < main_vs.size(); ++j)
-        gp += std::string(j ? ", " : "") + "'by_layer.csv' using 1:" + std::to_string(2 + j * nk + k) +
-              " with linespoints lw 2 lc rgb '" + experiment::palette(j) + "' title " + experiment::gp_quote(main_vs[j]);
-      gp += "\n";
-    }
-    gp += "unset multiplot\nunset xlabel\nset key default\n";
-    fig.script(gp, "by_layer.png");
-  }
+  fig.by_layer("by_layer.png", "final model, mean over seeds", S.s.layers,
+               {{"sink", "attention to key 0"}, {"token_sim", "token similarity"},
+                {"emb_cos", "cosine to input embedding"}, {"pca", "PCA core features"}},
+               main_vs, [&](const std::string& v, int64_t l, const std::string& k) {
+                 return S.mean(v, experiment::Matrix::layer_metric(l, k));
+               });
   // Mixing coefficients by layer: λ₁/λ₂ (anchor over current layer) for q, k, v, g.
   {
     std::vector<std::string> mixed;
@@ -408,40 +373,15 @@ void figures(const Summary& S, const fs::path& out) {
       if ((x.family == "nuresformer" || x.family == "exoformer") && S.has(v) && !S.m.of(v).front()->diverged)
         mixed.push_back(v);
     }
-    if (!mixed.empty()) {
-      const char* comp[4] = {"q", "k", "v", "g"};
-      std::string csv = "layer";
-      for (const auto& v : mixed)
-        for (const char* c : comp) csv += "," + v + ":" + c;
-      csv += "\n";
-      for (int64_t n = 0; n < S.s.layers; ++n) {
-        csv += std::to_string(n + 1);
-        for (const auto& v : mixed) {
-          const bool dyn = parse_variant(v).dynamic;
-          for (const char* c : comp) {
-            const std::string p = "L" + std::to_string(n) + "_" + c + "_";
-            double r = S.mean(v, p + "lambda1") / S.mean(v, p + "lambda2");
-            if (dyn) r *= S.mean(v, p + "gamma1_mean") / S.mean(v, p + "gamma2_mean");
-            csv += "," + (std::isfinite(r) ? fixed(r, 5) : std::string("NaN"));
-          }
-        }
-        csv += "\n";
-      }
-      io::write_file_atomically(out / "mixing.csv", csv);
-      std::string gp = "set terminal " + fig.terminal() + " size 1300,900\nset output 'mixing.png'\n"
-                       "set multiplot layout 2,2 title 'anchor reliance λ₁/λ₂ by layer (dynamic: λ₁γ₁/λ₂γ₂; mean over "
-                       "entries and seeds)'\nset datafile separator ','\nset xlabel 'layer'\nset grid\n"
-                       "set key outside right top font ',8'\n";
-      for (int c = 0; c < 4; ++c) {
-        gp += std::string("set title '") + comp[c] + "'\nplot ";
-        for (std::size_t j = 0; j < mixed.size(); ++j)
-          gp += std::string(j ? ", " : "") + "'mixing.csv' using 1:" + std::to_string(2 + j * 4 + c) +
-                " with linespoints lw 2 lc rgb '" + experiment::palette(j) + "' title " + experiment::gp_quote(mixed[j]);
-        gp += "\n";
-      }
-      gp += "unset multiplot\nunset xlabel\nset key default\n";
-      fig.script(gp, "mixing.png");
-    }
+    if (!mixed.empty())
+      fig.by_layer("mixing.png", "anchor reliance λ₁/λ₂ by layer (dynamic: λ₁γ₁/λ₂γ₂; mean over entries and seeds)",
+                   S.s.layers, {{"q", "q"}, {"k", "k"}, {"v", "v"}, {"g", "g"}}, mixed,
+                   [&](const std::string& v, int64_t n, const std::string& c) {
+                     const std::string p = experiment::Matrix::layer_metric(n, c) + "_";
+                     double r = S.mean(v, p + "lambda1") / S.mean(v, p + "lambda2");
+                     if (parse_variant(v).dynamic) r *= S.mean(v, p + "gamma1_mean") / S.mean(v, p + "gamma2_mean");
+                     return r;
+                   });
   }
   fig.render();
 }

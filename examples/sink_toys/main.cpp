@@ -171,7 +171,7 @@ std::string broadcast_tables(const Study& S) {
                        "attention mass on registers", "registers' attention to j*"});
   for (const auto& v : m.variants())
     for (int l = 0; l < 2; ++l) {
-      const std::string p = "L" + std::to_string(l) + "_";
+      const std::string p = experiment::Matrix::layer_metric(l, "");
       const bool reg = sink_toys::parse_variant(v, S.s).registers;
       t.row({v, std::to_string(l + 1), S.spread(Part::Broadcast, v, p + "match").short_str(),
              S.spread(Part::Broadcast, v, p + "strength").short_str(), S.spread(Part::Broadcast, v, p + "sink").short_str(),
@@ -315,7 +315,7 @@ std::string claims(const Study& S) {
   // Broadcast: a hub on j* with a normal value and a rank-one update; registers take it over.
   if (S.has(Part::Broadcast, "broadcast")) {
     int hub = S.mean(Part::Broadcast, "broadcast", "L1_match") > S.mean(Part::Broadcast, "broadcast", "L0_match") ? 1 : 0;
-    const std::string p = "L" + std::to_string(hub) + "_", other = "L" + std::to_string(1 - hub) + "_";
+    const std::string p = experiment::Matrix::layer_metric(hub, ""), other = experiment::Matrix::layer_metric(1 - hub, "");
     const Spread mt = S.spread(Part::Broadcast, "broadcast", p + "match"), mo = S.spread(Part::Broadcast, "broadcast", other + "match");
     const bool formed = mt.min > 0.8;
     cl.push_back({"a broadcast hub forms on j* (sink match)", "§4: layer 1 becomes the hub (authors' code: both layers, "
@@ -346,10 +346,10 @@ std::string claims(const Study& S) {
     double best = 0;
     int layer = 0;
     for (int l = 0; l < 2; ++l) {
-      const double x = S.mean(Part::Broadcast, "broadcast_registers", "L" + std::to_string(l) + "_inflow_reg");
+      const double x = S.mean(Part::Broadcast, "broadcast_registers", experiment::Matrix::layer_metric(l, "inflow_reg"));
       if (x > best) best = x, layer = l;
     }
-    const std::string p = "L" + std::to_string(layer) + "_";
+    const std::string p = experiment::Matrix::layer_metric(layer, "");
     const Spread in = S.spread(Part::Broadcast, "broadcast_registers", p + "inflow_reg");
     cl.push_back({"registers host the broadcast (the inflow peak moves to a register)",
                   "§5 / Table 1: registers take over the broadcast (ViTs; no register run in the toys)",

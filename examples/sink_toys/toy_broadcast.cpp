@@ -64,7 +64,7 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
       const probe::SinkMatch m = probe::sink_match(Areal, eval.source);
       const Tensor<int64_t> inflow = probe::attention_inflow(Areal);
       const Tensor<float>& W_O = model.layers[l_].attn.w_o.value;
-      const std::string p = "L" + std::to_string(l_) + "_";
+      const std::string p = experiment::Matrix::layer_metric(l_, "");
       const double vr_hub = probe::value_norm_ratio_at(rec[l_].values, W_O, hub)[0];
       const double sr = probe::stable_rank(upd[l_].slice(1, 0, L));
       l.row.emplace_back(p + "match", m.match_rate[0]);

@@ -9,6 +9,7 @@
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/probe/attention_sink.hpp"
 #include "sinklab/probe/spectral.hpp"
+#include "sinklab/probe/token_norms.hpp"
 #include "sinklab/probe/value_norms.hpp"
 #include "study.hpp"
 
@@ -25,19 +26,6 @@ Var<float> masked_mse(Tape<float>& tape, Var<float> out, const Tensor<float>& ta
     count += weight.data()[i];
   }
   return autodiff::sum(autodiff::square(out - tape.constant(target)) * tape.constant(w)) / (count * double(d));
-}
-
-// Per-token norms [B, L, d] → [B, 1, L], the table probe::norm_ratio_to_others reads.
-Tensor<double> token_norms(const Tensor<float>& x) {
-  const Tensor<float> c = x.contiguous();
-  const int64_t B = c.size(0), L = c.size(1), d = c.size(2);
-  Tensor<double> n = Tensor<double>::empty({B, 1, L});
-  for (int64_t i = 0; i < B * L; ++i) {
-    double s = 0;
-    for (int64_t k = 0; k < d; ++k) s += double(c.data()[i * d + k]) * c.data()[i * d + k];
-    n.data()[i] = std::sqrt(s);
-  }
-  return n;
 }
 
 template <class Attn>
@@ -109,7 +97,7 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
              {"qk_sigma1", l.spectrum[0]},
              {"qk_sigma_ratio", l.spectrum.size() > 1 && l.spectrum[1] > 0 ? l.spectrum[0] / l.spectrum[1] : NAN},
              {"srank", probe::stable_rank(o.update.value())},
-             {"bos_ratio", probe::norm_ratio_to_others(token_norms(o.pre_norm), 0)[0]}};
+             {"bos_ratio", probe::norm_ratio_to_others(probe::token_norms(o.pre_norm).view({1, s.seq_len}), 0)[0]}};
     if (rec.gate_values.defined()) {
       double g = 0;
       const Tensor<float> gv = rec.gate_values.contiguous();
@@ -134,12 +122,12 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
     experiment::write_matrix(run.dir() / "attn.dat", mean.data(), L, L);
     experiment::write_matrix(run.dir() / "attn_seq0.dat", first.data(), L, L);
     const Tensor<double> vn = probe::output_value_norms(l.values, model.attn.w_o.value);
-    const Tensor<double> pn = token_norms(l.pre_norm);
+    const Tensor<double> pn = probe::token_norms(l.pre_norm);
     io::CsvLog norms(run.dir() / "norms.csv");
     for (int64_t j = 0; j < L; ++j) {
-      double kn = 0, pre = 0;
-      for (int64_t b = 0; b < B; ++b) kn += l.key_norms(b, 0, j) / double(B), pre += pn(b, 0, j) / double(B);
-      norms.log({{"pos", j}, {"value_out_norm", vn(0, j)}, {"key_norm", kn}, {"pre_norm", pre}});
+      double kn = 0;
+      for (int64_t b = 0; b < B; ++b) kn += l.key_norms(b, 0, j) / double(B);
+      norms.log({{"pos", j}, {"value_out_norm", vn(0, j)}, {"key_norm", kn}, {"pre_norm", pn(j)}});
     }
     io::CsvLog spec(run.dir() / "qk_spectrum.csv");
     for (std::size_t i = 0; i < l.spectrum.size(); ++i)

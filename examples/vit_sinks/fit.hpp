@@ -146,7 +146,7 @@ void attention_metrics(Model& model, const nn::ModelProbe<float>& pr, int64_t pa
         probe::value_norm_ratio_at(rec.attn.values, layer.attn.w_o.value, at).mean(),
         probe::stable_rank(rec.attn_out),
         gate};
-    const std::string p = "L" + std::to_string(l) + "_";
+    const std::string p = experiment::Matrix::layer_metric(l, "");
     for (std::size_t k = 0; k < keys.size(); ++k) {
       if (keys[k] == "gate" && !std::isfinite(vals[k])) continue;
       gated |= keys[k] == "gate";

@@ -158,16 +158,10 @@ std::string tables(const Summary& S) {
            {"srank", "Stable rank of the attention update by layer (≈ 1: broadcast)", 2},
            {"inflow_reg", "Fraction of (image, head) inflow peaks on a register, by layer", 2},
            {"inflow_cls", "Fraction of (image, head) inflow peaks on CLS, by layer", 2}}) {
-    std::vector<std::string> head = {"variant"};
-    for (int64_t i = 0; i < S.s.layers; ++i) head.push_back("layer " + std::to_string(i + 1));
-    experiment::Table l(head);
-    for (const auto& v : vs) {
-      if (key == "inflow_reg" && !parse_variant(v).registers) continue;
-      std::vector<std::string> row = {v};
-      for (int64_t i = 0; i < S.s.layers; ++i) row.push_back(fixed(S.mean(v, "L" + std::to_string(i) + "_" + key), prec));
-      l.row(row);
-    }
-    md += "### " + title + " (mean over seeds)\n\n" + l.markdown() + "\n";
+    std::vector<std::string> shown;
+    for (const auto& v : vs)
+      if (key != "inflow_reg" || parse_variant(v).registers) shown.push_back(v);
+    md += "### " + title + " (mean over seeds)\n\n" + S.m.layer_table(key, S.s.layers, shown, prec) + "\n";
   }
   return md;
 }
@@ -184,7 +178,7 @@ std::string claims(const Summary& S) {
     const double uni = 1.0 / double(S.seq("vanilla"));
     std::vector<int64_t> nop;
     for (int64_t l = 0; l < S.s.layers; ++l) {
-      const std::string p = "L" + std::to_string(l) + "_";
+      const std::string p = experiment::Matrix::layer_metric(l, "");
       if (S.mean("vanilla", p + "sink") > 3 * uni && S.mean("vanilla", p + "vratio") < 0.2) nop.push_back(l);
     }
     std::string layers;
@@ -194,7 +188,7 @@ std::string claims(const Summary& S) {
       if (nop.empty()) {
         double best_sink = 0, vr = NAN;
         for (int64_t l = 0; l < S.s.layers; ++l) {
-          const std::string p = "L" + std::to_string(l) + "_";
+          const std::string p = experiment::Matrix::layer_metric(l, "");
           if (S.mean("vanilla", p + "sink") > best_sink) best_sink = S.mean("vanilla", p + "sink"), vr = S.mean("vanilla", p + "vratio");
         }
         cl.push_back({"gating removes NOP sinks (" + v + ")", "NOP sinks (value ratio < 0.2) gone with the gate (§5, Fig. 6)",
@@ -211,7 +205,7 @@ std::string claims(const Summary& S) {
         for (const auto* r : S.m.of(var)) {
           if (r->diverged) continue;
           double x = 0;
-          for (auto l : nop) x += r->metric("L" + std::to_string(l) + "_sink");
+          for (auto l : nop) x += r->metric(experiment::Matrix::layer_metric(l, "sink"));
           out[r->seed] = x / double(nop.size());
         }
         return out;
@@ -222,7 +216,7 @@ std::string claims(const Summary& S) {
         if (b.count(seed) && b.at(seed) > 0) ratio.push_back(x / b.at(seed));
       const Spread rs = experiment::summarize(ratio);
       double vr = 0;
-      for (auto l : nop) vr += S.mean(v, "L" + std::to_string(l) + "_vratio") / double(nop.size());
+      for (auto l : nop) vr += S.mean(v, experiment::Matrix::layer_metric(l, "vratio")) / double(nop.size());
       cl.push_back({"gating removes NOP sinks (" + v + ")", "NOP sinks (value ratio < 0.2) gone with the gate (§5, Fig. 6)",
                     "NOP layers " + layers + ": sink score " + rs.short_str(2) + "× vanilla's; value ratio there " + fixed(vr, 2),
                     every(ratio, [](double x) { return x < 0.5; }) ? Verdict::Reproduced
@@ -243,7 +237,7 @@ std::string claims(const Summary& S) {
     double best = 0;
     int64_t at = 0;
     for (int64_t l = 0; l < S.s.layers; ++l)
-      if (S.mean(v, "L" + std::to_string(l) + "_inflow_reg") > best) best = S.mean(v, "L" + std::to_string(l) + "_inflow_reg"), at = l;
+      if (S.mean(v, experiment::Matrix::layer_metric(l, "inflow_reg")) > best) best = S.mean(v, experiment::Matrix::layer_metric(l, "inflow_reg")), at = l;
     cl.push_back({"registers host the broadcast (" + v + ")", "registers capture nearly all sink mass across layers (Fig. 8)",
                   "inflow peaks on a register: " + sp.short_str(2) + " of (image, head) pairs over layers (most: layer " +
                       std::to_string(at + 1) + ", " + fixed(best, 2) + "); registers are " + fixed(chance, 3) + " of the tokens",
@@ -352,38 +346,12 @@ void figures(const Summary& S, const fs::path& out) {
                  cls, {}, scale(cls), "patch column", "patch row");
   }
   // Per-layer measures: one panel each, a line per variant.
-  {
-    const std::vector<std::pair<std::string, std::string>> keys = {
-        {"sink", "sink score"}, {"vratio", "value ratio at the inflow token"}, {"srank", "stable rank of the update"},
-        {"inflow_reg", "inflow peaks on registers"}};
-    std::string csv = "layer";
-    for (const auto& v : vs)
-      for (const auto& k : keys) csv += "," + v + ":" + k.first;
-    csv += "\n";
-    for (int64_t i = 0; i < S.s.layers; ++i) {
-      csv += std::to_string(i + 1);
-      for (const auto& v : vs)
-        for (const auto& k : keys) {
-          const double x = S.mean(v, "L" + std::to_string(i) + "_" + k.first);
-          csv += "," + (std::isfinite(x) ? fixed(x, 5) : std::string("NaN"));
-        }
-      csv += "\n";
-    }
-    io::write_file_atomically(out / "by_layer.csv", csv);
-    std::string gp = "set terminal " + fig.terminal() + " size 1300,900\nset output 'by_layer.png'\n"
-                     "set multiplot layout 2,2 title 'final model, mean over seeds'\nset datafile separator ','\n"
-                     "set xlabel 'layer'\nset grid\nset key outside right top font ',8'\n";
-    const std::size_t nk = keys.size();
-    for (std::size_t k = 0; k < nk; ++k) {
-      gp += "set title " + experiment::gp_quote(keys[k].second) + "\nplot ";
-      for (std::size_t j = 0; j < vs.size(); ++j)
-        gp += std::string(j ? ", " : "") + "'by_layer.csv' using 1:" + std::to_string(2 + j * nk + k) +
-              " with linespoints lw 2 lc rgb '" + experiment::palette(j) + "' title " + experiment::gp_quote(vs[j]);
-      gp += "\n";
-    }
-    gp += "unset multiplot\nunset xlabel\nset key default\n";
-    fig.script(gp, "by_layer.png");
-  }
+  fig.by_layer("by_layer.png", "final model, mean over seeds", S.s.layers,
+               {{"sink", "sink score"}, {"vratio", "value ratio at the inflow token"},
+                {"srank", "stable rank of the update"}, {"inflow_reg", "inflow peaks on registers"}},
+               vs, [&](const std::string& v, int64_t l, const std::string& k) {
+                 return S.mean(v, experiment::Matrix::layer_metric(l, k));
+               });
   fig.render();
 }
 

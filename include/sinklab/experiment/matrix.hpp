@@ -3,6 +3,7 @@
 //   experiment::Matrix m("vga_bigram_backcopy", flags, {"vanilla", "vga"}, settings, argc, argv);
 //   m.run([&](experiment::Run& run) { ... build the variant, experiment::train(run, ...) ... });
 //   for (const RunResult* r : m.of("vga")) ...          // finished runs, in seed order
+//   m.layer_table("sink", layers, m.variants(), 3)        // metric L<l>_sink by variant and layer
 //   if (m.interrupted()) return 130;                    // after writing what is done
 //
 // Runs go seed by seed, every variant of a seed in the order given, so a variant can start
@@ -26,6 +27,7 @@
 #include "sinklab/experiment/cli.hpp"
 #include "sinklab/experiment/run.hpp"
 #include "sinklab/experiment/stats.hpp"
+#include "sinklab/experiment/table.hpp"
 
 namespace sinklab::experiment {
 
@@ -159,6 +161,23 @@ class Matrix {
     int n = 0;
     for (const auto* r : of(variant)) n += r->diverged;
     return n;
+  }
+  // The studies' per-layer metrics are named L<l>_<name> (layer l from 0).
+  static std::string layer_metric(int64_t layer, const std::string& name) {
+    return std::string("L") + std::to_string(layer) + "_" + name;
+  }
+  // Markdown: a per-layer metric's mean over seeds, a row per variant and a column per layer.
+  std::string layer_table(const std::string& name, int64_t layers, const std::vector<std::string>& variants,
+                          int precision = 3) const {
+    std::vector<std::string> head = {"variant"};
+    for (int64_t l = 0; l < layers; ++l) head.push_back("layer " + std::to_string(l + 1));
+    Table t(head);
+    for (const auto& v : variants) {
+      std::vector<std::string> row = {v};
+      for (int64_t l = 0; l < layers; ++l) row.push_back(fixed(spread(v, layer_metric(l, name)).mean, precision));
+      t.row(row);
+    }
+    return t.markdown();
   }
   // Per seed, metric(variant) − metric(ref): the paired comparison, over the seeds both finished
   // without diverging.

@@ -6,6 +6,7 @@
 //                {{"vanilla", "dynamics_vanilla.csv"}, {"vga", "dynamics_vga.csv"}});
 //   fig.heatmaps("attention.png", "attention maps", {{"vanilla", "attn_vanilla.dat"}}, labels);
 //   experiment::write_matrix(out / "attn_vanilla.dat", values, rows, cols);  // a heatmap's data
+//   fig.by_layer("by_layer.png", "final models", layers, panels, variants, value);  // a line per variant
 //   fig.bars("kurtosis.png", "average kurtosis", "kurtosis.dat");   // label mean sd rows
 //   fig.script("...");                                              // anything else, verbatim
 //   fig.render();
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -148,6 +150,45 @@ class Figures {
       gp_ << "set title " << gp_quote(m.label) << "\nplot " << gp_quote(m.file) << " matrix with image\n";
     gp_ << "unset multiplot\nset size noratio\nunset xlabel\nunset ylabel\nset xtics autofreq\nset ytics autofreq\n"
         << "set xrange [*:*]\nset yrange [*:*] noreverse\nset datafile separator ','\n";
+    pngs_.push_back(png);
+  }
+
+  // Per-layer measures: one panel per measure (Panel::metric is the key a value is asked for), a
+  // line per variant over layers 1..layers; value(variant, layer, key) is the point (NaN: none).
+  // The data go to <png without .png>.csv beside the figure.
+  void by_layer(const std::string& png, const std::string& title, int64_t layers, const std::vector<Panel>& panels,
+                const std::vector<std::string>& variants,
+                const std::function<double(const std::string&, int64_t, const std::string&)>& value, int columns = 2) {
+    const std::string csv = png.substr(0, png.rfind('.')) + ".csv";
+    std::ostringstream data;
+    data << "layer";
+    for (const auto& v : variants)
+      for (const auto& p : panels) data << ',' << v << ':' << p.metric;
+    data << '\n';
+    for (int64_t l = 0; l < layers; ++l) {
+      data << l + 1;
+      for (const auto& v : variants)
+        for (const auto& p : panels) {
+          const double x = value(v, l, p.metric);
+          data << ',';
+          if (std::isfinite(x)) data << x;
+          else data << "NaN";
+        }
+      data << '\n';
+    }
+    io::write_file_atomically(dir_ / csv, data.str());
+    const int rows = static_cast<int>((panels.size() + columns - 1) / columns);
+    gp_ << "set terminal " << term_ << " size " << 650 * columns << "," << 420 * rows + 60 << "\nset output "
+        << gp_quote(png) << "\nset multiplot layout " << rows << "," << columns << " title " << gp_quote(title)
+        << "\nset xlabel 'layer'\nset grid\nset key outside right top font ',8'\n";
+    for (std::size_t k = 0; k < panels.size(); ++k) {
+      gp_ << "set title " << gp_quote(panels[k].title) << "\n" << (panels[k].log_y ? "set" : "unset") << " logscale y\nplot ";
+      for (std::size_t j = 0; j < variants.size(); ++j)
+        gp_ << (j ? ", " : "") << gp_quote(csv) << " using 1:" << 2 + j * panels.size() + k
+            << " with linespoints lw 2 lc rgb '" << palette(j) << "' title " << gp_quote(variants[j]);
+      gp_ << "\n";
+    }
+    gp_ << "unset multiplot\nunset logscale y\nunset xlabel\nset key default\n";
     pngs_.push_back(png);
   }
 
