@@ -2,7 +2,7 @@
 // attention it needs, and the signatures that tell the two kinds of sink apart.
 //
 //   sink_toys                       # the full study (docs/results/nop-vs-broadcast.md)
-//   sink_toys --quick               # a few minutes: shorter runs, seed 0
+//   sink_toys --quick               # a few minutes: shorter runs, six of the NOP variants, seed 0
 //   sink_toys --parts slow --seeds 0,1,2 --out out/toys-slow
 //   sink_toys --smoke               # seconds (the CTest smoke test)
 //
@@ -98,6 +98,9 @@ namespace {
 const std::vector<std::string> kNop = {"nop_gamma_0",   "nop_gamma_0.001", "nop_gamma_0.01", "nop_gamma_0.1",
                                        "nop_gamma_0.5", "nop_gamma_1",     "nop_p_0.1",      "nop_p_0.25",
                                        "nop_p_0.75",    "nop_p_0.9",       "nop_never",      "nop_gated"};
+// --quick: the ends of both sweeps, the baseline and the gate.
+const std::vector<std::string> kNopQuick = {"nop_gamma_0", "nop_gamma_0.1", "nop_gamma_1", "nop_p_0.1", "nop_never",
+                                            "nop_gated"};
 const std::vector<std::string> kSlow = {"slow", "slow_gated"};
 const std::vector<std::string> kBroadcast = {"broadcast", "broadcast_registers"};
 
@@ -545,10 +548,10 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-plots", s.plots, "skip the figures");
   app.add_flag("--smoke", s.smoke, "seconds: a tiny width and a few steps of every variant (the CTest smoke test)");
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
-  if (flags.quick) {
-    experiment::preset(app, "--nop-steps", s.nop_steps, 800);
-    experiment::preset(app, "--slow-steps", s.slow_steps, 8000);
-    experiment::preset(app, "--bc-steps", s.bc_steps, 1500);
+  if (flags.quick) {  // a few minutes; setup b's sink forms later than this (about step 20000)
+    experiment::preset(app, "--nop-steps", s.nop_steps, 400);
+    experiment::preset(app, "--slow-steps", s.slow_steps, 3000);
+    experiment::preset(app, "--bc-steps", s.bc_steps, 600);
     if (app.count("--seeds") == 0) flags.seeds = {0};
   }
   if (s.smoke) {
@@ -579,7 +582,7 @@ int main(int argc, char** argv) {
       chosen[x.part].push_back(v);
     }
     for (Part p : parts)
-      if (variants.empty()) chosen[p] = p == Part::Nop ? kNop : p == Part::Slow ? kSlow : kBroadcast;
+      if (variants.empty()) chosen[p] = p == Part::Nop ? (flags.quick ? kNopQuick : kNop) : p == Part::Slow ? kSlow : kBroadcast;
     for (const auto& [p, vs] : chosen)
       for (const auto& v : vs) sink_toys::parse_variant(v, s);
     if (flags.threads > 0) set_num_threads(flags.threads);
