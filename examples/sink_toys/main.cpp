@@ -445,14 +445,15 @@ void figures(const Study& S, const fs::path& out) {
       std::string gp = "set terminal " + fig.terminal() + " size 1500,820\nset output '" + png + "'\n" +
                        "set multiplot layout 2,3 title 'NOP toy (setup a): final metrics against " +
                        (axis == "gamma" ? std::string("the damping gamma (0 drawn at 1e-4), p = 0.5") : std::string("the NOP rate p, gamma = 0")) +
-                       "; bars: min..max over seeds'\nset datafile separator ','\nset datafile columnheaders\nset grid\nunset key\n" +
+                       "; bars: min..max over seeds'\nset datafile separator ','\nset datafile columnheaders\nset grid\nunset key\n"
+                       "set format y '%g'\n" +
                        (axis == "gamma" ? "set logscale x\n" : "unset logscale x\n") + "set xlabel '" + axis + "'\n";
       for (const auto& [k, title] : std::vector<std::pair<std::string, std::string>>{
                {"attn0_nop", "attention of NOP queries to token 0"}, {"vratio", "||W_O v_0|| / mean ||W_O v_j||"},
                {"qk_sigma1", "sigma_1 of W_Q W_K^T"}, {"mse", "final mse"}, {"formed", "step at which the sink formed"}})
         if (finite[k]) gp += "set title '" + title + "'\nplot '" + "nop_vs_" + axis + ".csv' using (column('" + axis + "')):(column('" + k +
               "_mean')):(column('" + k + "_min')):(column('" + k + "_max')) with yerrorlines lw 2 pt 7 lc rgb '#1f77b4'\n";
-      gp += "unset multiplot\nunset logscale x\nunset xlabel\nunset datafile columnheaders\n";
+      gp += "unset multiplot\nunset logscale x\nunset xlabel\nunset datafile columnheaders\nset format y '% h'\n";
       fig.script(gp, png);
     }
     // Formation over training across p.
