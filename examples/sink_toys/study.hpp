@@ -27,11 +27,11 @@ struct Settings {
   double weight_decay = 1e-4;
   // NOP (paper: AdamW 3e-3; calibration: batch 256 for setup a, 64 for setup b).
   double nop_lr = 3e-3, p = 0.5;
-  int64_t nop_batch = 256, nop_steps = 2000, nop_eval_every = 50;
+  int64_t nop_batch = 256, nop_steps = 1500, nop_eval_every = 50;
   int64_t slow_batch = 64, slow_steps = 25000, slow_eval_every = 250;
   // Broadcast (paper: AdamW 5e-4, α = 1, batch 1024, 30k steps; scaled down to this machine).
   double bc_lr = 5e-4, alpha = 1.0;
-  int64_t bc_batch = 128, bc_steps = 4000, bc_eval_every = 100, registers = 4;
+  int64_t bc_batch = 128, bc_steps = 2000, bc_eval_every = 100, registers = 4;
   int64_t eval_batch = 512;
   uint64_t eval_seed = 20251125;
   bool smoke = false, plots = true;
