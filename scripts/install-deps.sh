@@ -16,6 +16,7 @@ packages=(
   gnuplot-nox
   libopenblas-dev
   ccache
+  zlib1g-dev
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -13,7 +13,7 @@ namespace sink_toys {
 
 // The study's three parts, each its own run matrix (out/<part>/):
 //   nop        the NOP toy with a dedicated null token and the loss on the attention update
-//              (calibration setup a: a sink within ~1000 steps): the γ and p sweeps, a never-NOP
+//              (a sink within ~100 steps): the γ and p sweeps, a never-NOP
 //              baseline (λ = 10) and the G1 gate
 //   slow       the NOP toy with the authors' notebook loss on the block output O = z + ΔO
 //              (setup b: an abrupt sink after many steps, with a massive BOS activation), with and
@@ -25,7 +25,7 @@ const char* part_name(Part p);
 struct Settings {
   int64_t d = 64, seq_len = 32;
   double weight_decay = 1e-4;
-  // NOP (paper: AdamW 3e-3; calibration: batch 256 for setup a, 64 for setup b).
+  // NOP (paper: AdamW 3e-3; batch 256 for setup a, 64 for setup b, where a PyTorch reference run saw the sinks form).
   double nop_lr = 3e-3, p = 0.5;
   int64_t nop_batch = 256, nop_steps = 1500, nop_eval_every = 50;
   int64_t slow_batch = 64, slow_steps = 25000, slow_eval_every = 250;
