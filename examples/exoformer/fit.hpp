@@ -183,11 +183,7 @@ void fit(experiment::Run& run, const Context& c, const MixOptions& mix_opts = {}
       run, model, opt,
       {.steps = total, .eval_every = s.eval_every, .report = report,
        .diverge_above = std::log(double(c.cfg.vocab)) + s.diverge_margin, .at_end = at_end},
-      [&](Rng& data) {
-        const data::TokenBatch b = data::sample_lm_windows(*c.train, data, s.batch, s.seq_len, kBos);
-        run.see_batch(b.x);
-        return experiment::optimisation_step(tape, model, opt, b, sched, params, s.clip);
-      },
+      examples::lm_step(run, c, tape, model, opt, sched, params, kBos),
       evaluate);
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sinklab/data/token_batch.hpp"
+#include "../common/lm_study.hpp"
 #include "sinklab/experiment/experiment.hpp"
 #include "sinklab/nn/layers.hpp"
 
@@ -37,18 +37,8 @@ struct Variant {
 Variant parse_variant(const std::string& name);  // throws on a name it cannot read
 const std::vector<std::string>& variant_names();
 
-struct EvalData {
-  std::vector<sinklab::data::TokenBatch> validation;
-  sinklab::data::TokenBatch probe;  // the first validation batch: activations, attention and gradients are read here
-};
-
-struct Context {
-  const Settings* s = nullptr;
-  const std::vector<int32_t>* train = nullptr;
-  const EvalData* ev = nullptr;
-  sinklab::nn::ModelConfig cfg;
-  int64_t steps = 0;
-};
+using EvalData = examples::LmEvalData;
+using Context = examples::LmContext<Settings>;
 
 void run(sinklab::experiment::Run& run, const Context& c);
 

@@ -157,11 +157,7 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
       run, model, opt,
       {.steps = total, .eval_every = s.eval_every, .report = report,
        .diverge_above = std::log(double(cfg.vocab)) + s.diverge_margin, .at_end = quantize},
-      [&](Rng& data) {
-        const data::TokenBatch b = data::sample_lm_windows(*c.train, data, s.batch, s.seq_len, kBos);
-        run.see_batch(b.x);
-        return experiment::optimisation_step(tape, model, opt, b, sched, params, s.clip);
-      },
+      examples::lm_step(run, c, tape, model, opt, sched, params, kBos),
       evaluate);
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sinklab/data/token_batch.hpp"
+#include "../common/lm_study.hpp"
 #include "sinklab/experiment/experiment.hpp"
 #include "sinklab/nn/layers.hpp"
 
@@ -37,10 +37,7 @@ struct Variant {
 Variant parse_variant(const std::string& name);  // throws on an unknown architecture
 const std::vector<std::string>& architectures();
 
-struct EvalData {
-  std::vector<sinklab::data::TokenBatch> validation, calibration;
-  sinklab::data::TokenBatch probe;  // the first validation batch: activations and attention are read here
-};
+using EvalData = examples::LmEvalData;
 
 struct Context {
   const Settings* s = nullptr;

@@ -1,0 +1,45 @@
+// What the language-model studies (exoformer, gradient_sinks, outlier_rescaling) share around
+// one run: the evaluation data, the context a run is trained in, and the training step on a fresh
+// batch of windows of the training text (every variant of a seed draws the same windows).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "sinklab/data/token_batch.hpp"
+#include "sinklab/data/word_lm.hpp"
+#include "sinklab/experiment/experiment.hpp"
+#include "sinklab/nn/layers.hpp"
+
+namespace examples {
+
+struct LmEvalData {
+  std::vector<sinklab::data::TokenBatch> validation;
+  std::vector<sinklab::data::TokenBatch> calibration;  // post-training quantization (empty when a study has none)
+  sinklab::data::TokenBatch probe;  // the first validation batch: the probes read it
+};
+
+template <class Settings>
+struct LmContext {
+  const Settings* s = nullptr;
+  const std::vector<int32_t>* train = nullptr;
+  const LmEvalData* ev = nullptr;
+  sinklab::nn::ModelConfig cfg;
+  int64_t steps = 0;
+};
+
+// The step function experiment::train calls (c: an LmContext or a study's own context with the
+// same s and train): windows of s.seq_len tokens (BOS first), s.batch of
+// them, hashed into the run's data check, then one optimisation step clipped at s.clip.
+template <class Context, class Model, class Opt>
+auto lm_step(sinklab::experiment::Run& run, const Context& c, sinklab::autodiff::Tape<float>& tape,
+             Model& model, Opt& opt, const sinklab::optim::Schedule& sched,
+             const std::vector<sinklab::autodiff::Parameter<float>*>& params, int32_t bos) {
+  return [&run, &c, &tape, &model, &opt, &sched, &params, bos](sinklab::Rng& data) {
+    const auto& s = *c.s;
+    const sinklab::data::TokenBatch b = sinklab::data::sample_lm_windows(*c.train, data, s.batch, s.seq_len, bos);
+    run.see_batch(b.x);
+    return sinklab::experiment::optimisation_step(tape, model, opt, b, sched, params, s.clip);
+  };
+}
+
+}  // namespace examples
