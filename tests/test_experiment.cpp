@@ -142,6 +142,19 @@ TEST_CASE("summarize: mean, sample sd, min, max; non-finite values counted but l
   CHECK(summarize({NAN}).short_str() == "n/a");
 }
 
+TEST_CASE("fit_line: least squares through finite pairs; too few points or a constant x give no slope") {
+  const LineFit f = fit_line({0, 1, 2, 3, NAN}, {1, 3, 5, 7, 100});
+  CHECK(f.n == 4);
+  CHECK(f.slope == doctest::Approx(2.0));
+  CHECK(f.intercept == doctest::Approx(1.0));
+  CHECK(f.r2 == doctest::Approx(1.0));
+  const LineFit g = fit_line({0, 1, 2, 3}, {0, 2, 0, 2});  // slope 0.4, r² 0.2
+  CHECK(g.slope == doctest::Approx(0.4));
+  CHECK(g.r2 == doctest::Approx(0.2));
+  CHECK(std::isnan(fit_line({1}, {1}).slope));
+  CHECK(std::isnan(fit_line({2, 2, 2}, {1, 2, 3}).slope));
+}
+
 TEST_CASE("Table: markdown escapes cells, aligned text, rows must match the header") {
   Table t({"variant", "Attn_<s>"});
   t.row({"a|b", "0.9"});

@@ -5,6 +5,9 @@
 //
 // NaN values (a diverged run, a metric that does not apply) are counted but left out of the
 // statistics, so one bad seed shows up as `n_finite < n` instead of poisoning the mean.
+//
+// fit_line(xs, ys): the least-squares line through paired points, for a claim that reads a
+// slope (e.g. log Compress against log ‖h‖); pairs with a non-finite member are left out.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -62,6 +65,33 @@ inline Spread summarize(const std::vector<double>& xs) {
     if (std::isfinite(x)) ss += (x - s.mean) * (x - s.mean);
   s.sd = s.n_finite > 1 ? std::sqrt(ss / double(s.n_finite - 1)) : 0.0;  // sample sd (n − 1)
   return s;
+}
+
+struct LineFit {
+  std::size_t n = 0;  // finite pairs used
+  double slope = NAN, intercept = NAN, r2 = NAN;
+};
+
+inline LineFit fit_line(const std::vector<double>& xs, const std::vector<double>& ys) {
+  LineFit f;
+  double sx = 0, sy = 0;
+  const std::size_t m = std::min(xs.size(), ys.size());
+  auto ok = [&](std::size_t i) { return std::isfinite(xs[i]) && std::isfinite(ys[i]); };
+  for (std::size_t i = 0; i < m; ++i)
+    if (ok(i)) sx += xs[i], sy += ys[i], ++f.n;
+  if (f.n < 2) return f;
+  const double mx = sx / double(f.n), my = sy / double(f.n);
+  double sxx = 0, sxy = 0, syy = 0;
+  for (std::size_t i = 0; i < m; ++i)
+    if (ok(i)) {
+      const double dx = xs[i] - mx, dy = ys[i] - my;
+      sxx += dx * dx, sxy += dx * dy, syy += dy * dy;
+    }
+  if (sxx == 0) return f;  // all x equal: no slope
+  f.slope = sxy / sxx;
+  f.intercept = my - f.slope * mx;
+  f.r2 = syy == 0 ? 1.0 : sxy * sxy / (sxx * syy);
+  return f;
 }
 
 }  // namespace sinklab::experiment
