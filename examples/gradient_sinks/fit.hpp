@@ -4,7 +4,7 @@
 // q, k, v, the backward flow through each branch (Bloat, Compress, Change), and the norms of the
 // residual stream and the two branch outputs at token 0 against tokens 1–15. The per-token
 // profiles of every evaluation go to reports.jsonl in the run's folder; the final ones to
-// profile.csv. Included by arch_softmax.cpp and arch_nosink.cpp.
+// profile.csv and flow_scatter.csv. Included by arch_softmax.cpp and arch_nosink.cpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "sinklab/optim/schedule.hpp"
 #include "sinklab/probe/model_report.hpp"
 #include "sinklab/probe/report_log.hpp"
+#include "sinklab/probe/token_norms.hpp"
 #include "sinklab/quant/model.hpp"
 #include "study.hpp"
 
@@ -118,6 +119,44 @@ experiment::Json vscale_constants(Module& model, const nn::ModelProbe<float>& pr
   return j;
 }
 
+// Compress against the norm of the branch's input (the paper's Fig. 3): per layer and token
+// 0..15, the batch-mean ‖h‖ entering the attention branch (the layer input) and the MLP branch
+// (h + attention output) beside the branch's Compress, written to flow_scatter.csv; and the
+// least-squares slope of log10 Compress on log10 ‖h‖. RMSNorm scales its backward pass by
+// ‖g‖/rms(h), so "attenuation ∝ 1/rms" predicts a slope of −1 within each layer; the gains g
+// differ between layers, so the slope is fitted within layers (each layer's points centred on
+// their own means), and the slope over all points pooled (the paper's scatter) beside it.
+inline experiment::Json compress_scatter(const probe::ModelReport& r, const nn::ModelProbe<float>& pr,
+                                         const std::filesystem::path& csv_path) {
+  io::CsvLog csv(csv_path);
+  experiment::Json j;
+  for (const auto& [name, stream] : {std::pair{"attn", &nn::LayerRecord<float>::input}, std::pair{"ffn", &nn::LayerRecord<float>::mid}}) {
+    std::vector<double> xs, ys, xw, yw;  // pooled; centred within each layer
+    for (std::size_t l = 0; l < r.layers.size(); ++l) {
+      const auto& br = std::string(name) == "attn" ? r.layers[l].attn_branch : r.layers[l].ffn_branch;
+      const Tensor<double> norms = probe::token_norms(pr.layers[l].*stream);
+      const int64_t last = std::min<int64_t>(kEarlyLast, norms.size(0) - 1);
+      std::vector<double> lx, ly;
+      for (int64_t t = 0; t <= last; ++t) {
+        const double h = norms(t), c = br.compress.per_token[static_cast<std::size_t>(t)];
+        csv.log({{"branch", std::string(name)}, {"layer", int64_t(l) + 1}, {"token", t}, {"h_norm", h}, {"compress", c}});
+        lx.push_back(std::log10(h));
+        ly.push_back(std::log10(c));
+      }
+      xs.insert(xs.end(), lx.begin(), lx.end());
+      ys.insert(ys.end(), ly.begin(), ly.end());
+      const double mx = experiment::summarize(lx).mean, my = experiment::summarize(ly).mean;
+      for (std::size_t i = 0; i < lx.size(); ++i) xw.push_back(lx[i] - mx), yw.push_back(ly[i] - my);
+    }
+    const experiment::LineFit within = experiment::fit_line(xw, yw), pooled = experiment::fit_line(xs, ys);
+    j[std::string(name) + "_compress_slope"] = within.slope;
+    j[std::string(name) + "_compress_r2"] = within.r2;
+    j[std::string(name) + "_compress_slope_pooled"] = pooled.slope;
+    j[std::string(name) + "_compress_intercept_pooled"] = pooled.intercept;
+  }
+  return j;
+}
+
 // Trains Model for one run of the matrix.
 template <class Model>
 void fit(experiment::Run& run, const Context& c) {
@@ -180,6 +219,7 @@ void fit(experiment::Run& run, const Context& c) {
       csv.log({{"pos", t}, {"grad_q", q}, {"grad_k", k}, {"grad_v", v}, {"attn_bloat", ab}, {"ffn_bloat", fb}});
     }
     experiment::Json j = vscale_constants(model, pr);
+    j.update(compress_scatter(r, pr, run.dir() / "flow_scatter.csv"));
     j["parameters"] = nn::parameter_count<float>(model);
     return j;
   };

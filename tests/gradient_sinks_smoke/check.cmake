@@ -30,11 +30,11 @@ expect_paired_starts("${out}" 4)
 #    reports of every evaluation, the final profile, and V-scale's constants (vscale only).
 set(metrics val_loss sink_rate mass0 attn0 gq0 gk_early gv0 gv_early attn_bloat0 attn_compress_early attn_change0
     ffn_bloat_early ffn_compress0 ffn_change_early res0 res_early attn_out0 ffn_out_early max_act L0_gv0 L1_ffn_compress0
-    parameters)
+    attn_compress_slope ffn_compress_r2 ffn_compress_slope_pooled attn_compress_intercept_pooled parameters)
 foreach(v IN LISTS variants)
   set(dir "${OUT}/run/runs/${v}/seed0")
   expect_run_files("${dir}")
-  foreach(f reports.jsonl profile.csv)
+  foreach(f reports.jsonl profile.csv flow_scatter.csv)
     if(NOT EXISTS "${dir}/${f}")
       message(FATAL_ERROR "missing ${dir}/${f}")
     endif()
@@ -61,6 +61,12 @@ file(STRINGS "${OUT}/run/runs/vanilla/seed0/profile.csv" profile)
 list(LENGTH profile rows)
 if(NOT rows EQUAL 13)  # header + T = 12 positions
   message(FATAL_ERROR "profile.csv has ${rows} rows, expected a header and 12 positions")
+endif()
+# Compress against the branch input's norm: 2 branches x 2 layers x tokens 0..11 (T = 12).
+file(STRINGS "${OUT}/run/runs/vanilla/seed0/flow_scatter.csv" scatter)
+list(LENGTH scatter rows)
+if(NOT rows EQUAL 49)
+  message(FATAL_ERROR "flow_scatter.csv has ${rows} rows, expected a header and 2 x 2 x 12 points")
 endif()
 foreach(file summary.md run.json dynamics_vanilla.csv flow_by_layer.csv vscale_C.csv)
   if(NOT EXISTS "${OUT}/run/${file}")
