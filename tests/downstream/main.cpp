@@ -1,10 +1,15 @@
 // Downstream smoke program: builds against sinklab::sinklab only, makes tensors with the RNG,
 // multiplies them with the CPU GEMM and checks the product against a plain triple loop and
-// against a hand-computed value. Exits non-zero on any mismatch.
+// against a hand-computed value; built with the compiler's default flags, as a user's project is,
+// it checks that a CPU able to run wider vectors than the build was told so (once, on stderr).
+// Exits non-zero on any mismatch.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
+#include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
@@ -40,6 +45,17 @@ int main() {
     }
   if (!(max_err < 1e-4)) {
     std::printf("downstream: GEMM differs from the reference by %g\n", max_err);
+    return 1;
+  }
+  // The first GEMM ran warn_if_built_below_cpu(). This project is built with the compiler's
+  // defaults (SSE2 on x86-64): on a CPU with AVX2 or AVX-512 it must have warned.
+  const sinklab::CpuFeatures& f = sinklab::cpu_features();
+  const std::string built = sinklab::compiled_isa();
+  const bool warned = sinklab::warn_if_built_below_cpu();
+  std::printf("downstream: compiled for %s; CPU: %s; warned: %s\n", built.c_str(), f.summary().c_str(),
+              warned ? "yes" : "no");
+  if (built == "sse2" && (f.avx512f || (f.avx2 && f.fma)) && !std::getenv("SINKLAB_QUIET_ISA") && !warned) {
+    std::printf("downstream: a default (SSE2) build on this CPU was not told to use -march=native\n");
     return 1;
   }
   std::printf("sinklab downstream OK: C(1,1) = %g, max |GEMM - reference| = %.2e\n", c(1, 1), max_err);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cpu/gemm_packed.hpp"
@@ -114,6 +115,8 @@ void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
 template <class T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc, const RowEpilogue& ep = {}) {
+  // Every model multiplies here first: the place to tell a program built for less than its CPU.
+  [[maybe_unused]] static const bool isa_told = warn_if_built_below_cpu();
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (threads <= 1 || in_parallel_region() || flops < 2.0 * 64 * 64 * 64) {
