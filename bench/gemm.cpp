@@ -5,7 +5,10 @@
 // backward g·Wᵀ and xᵀ·g of every projection), each labelled with its layer and transposes.
 //
 //   gemm [--threads 2] [--trials 7] [--min-time 0.2] [--sizes 128,256,512,1024,2048]
-//        [--model small|large] [--cold]
+//        [--model small|large] [--cold] [--dtype fp32|bf16]
+//
+// --dtype bf16 times kernels::cpu::gemm_bf16 (bf16 operands, fp32 accumulation) on sinklab's side;
+// %peak stays relative to the fp32 FMA peak, and the max rel diff column is then bf16's error.
 //
 // --cold evicts the operands from every cache level before each call (timed one call at a time),
 // as inside a training step, where a product's inputs were written many megabytes earlier.
@@ -29,7 +32,9 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/core/cpu_features.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
+#include "sinklab/kernels/cpu/gemm_bf16.hpp"
 
 using namespace sinklab;
 
@@ -42,6 +47,7 @@ struct Args {
   std::vector<int64_t> sizes{128, 256, 512, 1024, 2048};
   std::string model;  // "small" or "large": the decoder's shapes instead of squares
   bool cold = false;  // evict the operands from cache before each (individually timed) call
+  bool bf16 = false;  // sinklab's side runs gemm_bf16 (bf16 operands, fp32 accumulation)
 };
 
 // One product C[M, N] = op(A)·op(B) with inner dimension K.
@@ -85,6 +91,14 @@ Args parse(int argc, char** argv) {
     else if (k == "--min-time" && has_value) a.min_time = std::atof(argv[++i]);
     else if (k == "--model" && has_value) a.model = argv[++i];
     else if (k == "--cold") a.cold = true;
+    else if (k == "--dtype" && has_value) {
+      const std::string d = argv[++i];
+      if (d != "fp32" && d != "bf16") {
+        std::fprintf(stderr, "gemm: --dtype must be fp32 or bf16, not '%s'\n", d.c_str());
+        std::exit(2);
+      }
+      a.bf16 = d == "bf16";
+    }
     else if (k == "--sizes" && has_value) {
       a.sizes.clear();
       std::string s = argv[++i];
@@ -95,7 +109,7 @@ Args parse(int argc, char** argv) {
         p = q + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large] [--cold]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large] [--cold] [--dtype fp32|bf16]\n", argv[0]);
       std::exit(2);
     }
   }
@@ -148,7 +162,10 @@ int main(int argc, char** argv) {
   set_num_threads(args.threads);
   openblas_set_num_threads(args.threads);
 
-  std::printf("sinklab GEMM benchmark (fp32, C = A*B, row-major, %d threads)\n", args.threads);
+  std::printf("sinklab GEMM benchmark (sinklab %s against OpenBLAS fp32, C = A*B, row-major, %d threads)\n",
+              args.bf16 ? "bf16 (gemm_bf16: bf16 operands, fp32 accumulation)" : "fp32", args.threads);
+  std::printf("CPU: %s; bf16 path: %s\n", cpu_features().summary().c_str(),
+              kernels::cpu::bf16_native_available() ? "AVX512-BF16" : "emulated (fp32 kernel on rounded operands)");
   std::printf("OpenBLAS: %s, core %s, OPENBLAS_CORETYPE=%s\n", openblas_get_config(), openblas_get_corename(),
               std::getenv("OPENBLAS_CORETYPE"));
 #if defined(EIGEN_HAS_OPENMP)
@@ -185,8 +202,12 @@ int main(int argc, char** argv) {
     Tensor<float> c_ob = Tensor<float>::zeros({c.M * c.N});
     using kernels::cpu::Trans;
     auto run_sinklab = [&] {
-      kernels::cpu::gemm(c.ta ? Trans::T : Trans::N, c.tb ? Trans::T : Trans::N, c.M, c.N, c.K, 1.f, a.data(), lda,
-                         b.data(), ldb, 0.f, c_sl.data(), c.N);
+      if (args.bf16)
+        kernels::cpu::gemm_bf16(c.ta ? Trans::T : Trans::N, c.tb ? Trans::T : Trans::N, c.M, c.N, c.K, 1.f, a.data(),
+                                lda, b.data(), ldb, 0.f, c_sl.data(), c.N);
+      else
+        kernels::cpu::gemm(c.ta ? Trans::T : Trans::N, c.tb ? Trans::T : Trans::N, c.M, c.N, c.K, 1.f, a.data(), lda,
+                           b.data(), ldb, 0.f, c_sl.data(), c.N);
     };
     auto run_openblas = [&] {
       cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans, c.tb ? CblasTrans : CblasNoTrans,

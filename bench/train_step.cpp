@@ -4,7 +4,7 @@
 // program in the same run on the same number of threads.
 //
 //   train_step [--config small|large|both] [--threads 2] [--steps 10] [--warmup 3] [--rounds 1]
-//              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]
+//              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR] [--precision fp32|bf16]
 //
 //   small  bytes (vocab 256), d 128, 4 heads, 4 layers, SwiGLU hidden 344, T 128, batch 16
 //   large  bytes, d 256, 8 heads, 6 layers, SwiGLU hidden ffn::glu_hidden(256) = 688, T 256, batch 8
@@ -15,7 +15,9 @@
 // (Debian's openblas-openmp libblas.so.3 first on LD_LIBRARY_PATH, OPENBLAS_CORETYPE=SkylakeX,
 // OMP_NUM_THREADS and torch.set_num_threads equal to --threads); the script prints which BLAS it
 // loaded. --profile adds a per-op / per-layer breakdown of sinklab's step (autodiff::profile),
-// taken after the timed steps.
+// taken after the timed steps. --precision bf16 trains sinklab's side with bf16 matrix products
+// (fp32 accumulation, autodiff::Tape::set_precision) and times the fp32 step in the same rounds
+// for the ratio.
 #include <unistd.h>
 
 #include <cmath>
@@ -32,6 +34,7 @@
 #include "bench_common.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/autodiff/profile.hpp"
+#include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/nn/transformer.hpp"
@@ -62,6 +65,7 @@ struct Args {
   bool torch = true;
   bool torch_forced = false;
   bool profile = false;
+  kernels::Precision precision = kernels::Precision::fp32;
   std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/train_step_torch.py";
   std::string openblas_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
 };
@@ -69,7 +73,8 @@ struct Args {
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--config small|large|both] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
-               "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n",
+               "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n"
+               "          [--precision fp32|bf16]\n",
                argv0);
   std::exit(2);
 }
@@ -94,7 +99,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--profile") a.profile = true;
     else if (k == "--torch-script" && has_value) a.torch_script = argv[++i];
     else if (k == "--openblas-dir" && has_value) a.openblas_dir = argv[++i];
-    else usage(argv[0]);
+    else if (k == "--precision" && has_value) {
+      const std::string p = argv[++i];
+      if (p != "fp32" && p != "bf16") usage(argv[0]);
+      a.precision = p == "bf16" ? kernels::Precision::bf16 : kernels::Precision::fp32;
+    } else usage(argv[0]);
   }
   if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.rounds < 1) {
     std::fprintf(stderr, "train_step: threads, steps and rounds must be >= 1, warmup >= 0\n");
@@ -115,7 +124,8 @@ struct Result {
 // One model, optimiser and batch; times training steps and forward-only passes.
 class SinklabRun {
  public:
-  explicit SinklabRun(const ModelSize& s) : size_(s), rng_(1234) {
+  SinklabRun(const ModelSize& s, kernels::Precision p) : size_(s), rng_(1234) {
+    tape_.set_precision(p);
     nn::ModelConfig cfg;
     cfg.vocab = 256;
     cfg.d_model = s.d;
@@ -277,22 +287,35 @@ int main(int argc, char** argv) {
     std::printf("train_step: /usr/bin/python3 cannot import torch; running sinklab alone\n");
     a.torch = false;
   }
-  std::printf("train_step: %d threads, %d warmup + %d timed steps, %d round(s), load average %s\n", a.threads,
-              a.warmup, a.steps, a.rounds, bench::load_average().c_str());
+  std::printf("train_step: %d threads, %d warmup + %d timed steps, %d round(s), sinklab precision %s, load average %s\n",
+              a.threads, a.warmup, a.steps, a.rounds, kernels::precision_name(a.precision), bench::load_average().c_str());
+  const bool with_fp32 = a.precision != kernels::Precision::fp32;  // time sinklab fp32 too, for the ratio
+  if (with_fp32)
+    std::printf("CPU: %s; bf16 GEMM path: %s\n", cpu_features().summary().c_str(),
+                kernels::cpu::bf16_native_available() ? "AVX512-BF16" : "emulated");
 
   struct Row {
     ModelSize size;
     int64_t params_sl = 0, params_torch = -1;
     double loss_sl = 0, loss_torch = 0;
-    std::vector<double> train_sl, fwd_sl, train_torch, fwd_torch;
+    std::vector<double> train_sl, fwd_sl, train_torch, fwd_torch, train_fp32, fwd_fp32;
   };
   std::vector<Row> rows;
   bool printed_info = false;
   for (const ModelSize& s : a.configs) {
     Row row;
     row.size = s;
-    SinklabRun run(s);
+    SinklabRun run(s, a.precision);
+    std::optional<SinklabRun> fp32;
+    if (with_fp32) fp32.emplace(s, kernels::Precision::fp32);
     for (int round = 0; round < a.rounds; ++round) {
+      if (fp32) {
+        const Result r = run_sinklab(*fp32, a);
+        row.train_fp32.push_back(r.train_s);
+        row.fwd_fp32.push_back(r.fwd_s);
+        std::printf("  %s round %d: sinklab fp32 train %.1f ms/step, forward %.1f ms\n", s.name.c_str(), round + 1,
+                    1e3 * r.train_s, 1e3 * r.fwd_s);
+      }
       const Result sl = run_sinklab(run, a);
       row.params_sl = sl.params;
       if (round == 0) row.loss_sl = sl.loss0;  // later rounds start from a trained model
@@ -344,6 +367,11 @@ int main(int argc, char** argv) {
       std::printf("  parameters match (%lld); initial loss sinklab %.4f, torch %.4f (ln 256 = %.4f)\n",
                   static_cast<long long>(r.params_sl), r.loss_sl, r.loss_torch, std::log(256.0));
   }
+  for (const Row& r : rows)
+    if (!r.train_fp32.empty())
+      std::printf("%s: sinklab %s over sinklab fp32: train %.2fx, forward %.2fx\n", r.size.name.c_str(),
+                  kernels::precision_name(a.precision), bench::median_of(r.train_fp32) / bench::median_of(r.train_sl),
+                  bench::median_of(r.fwd_fp32) / bench::median_of(r.fwd_sl));
   std::printf("load average at the end: %s\n", bench::load_average().c_str());
   return 0;
 }

@@ -104,6 +104,7 @@ struct kernels::backend<test_device> : kernels::backend<sinklab::cpu> {
   COUNTED(cross_entropy_forward)
   COUNTED(cross_entropy_backward)
   COUNTED(gemm)
+  COUNTED(gemm_at)
   COUNTED(gemm_batched)
   COUNTED_OF(act_mul_forward)
   COUNTED_OF(act_mul_backward)
@@ -258,7 +259,7 @@ TEST_CASE("device seam: every op runs on a second device through kernels::backen
   const Result on_test = run<test_device>(in);
   for (const char* k :
        {"add_inplace", "binary", "unary", "unary_grad", "broadcast_binary", "sum_to", "embedding_forward",
-        "embedding_backward", "gemm", "glu_up", "glu_hidden_grad", "rms_forward", "rms_backward",
+        "embedding_backward", "gemm_at", "glu_up", "glu_hidden_grad", "rms_forward", "rms_backward",
         "layer_norm_forward", "dyt_forward", "rope_gather", "rope_gather_grad", "rope_rotate", "split_heads",
         "split_heads_grad", "merge_heads", "merge_heads_grad", "mix_pair_forward", "mix_pair_backward",
         "attention_fused_forward", "attention_fused_backward", "attention_reference_forward",

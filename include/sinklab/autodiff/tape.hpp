@@ -4,6 +4,14 @@
 // default), and the tape's own arithmetic (gradient sums) runs through kernels::backend<Device>.
 // A tape is cleared and reused every step: clear() keeps the node array's capacity and tensors
 // return to the storage pool.
+//
+// A tape also carries the precision of its float matrix products (kernels::Precision): fp32, or
+// bf16 operands with fp32 accumulation (autocast's bf16). The ops that multiply matrices (matmul,
+// glu_mlp) read it when they run forward and keep it for their backward; everything else —
+// norms, softmax and attention, losses, the optimizer, gradient sums — stays fp32.
+//
+//   tape.set_precision(kernels::Precision::bf16);
+//   { autodiff::PrecisionScope fp32(tape, kernels::Precision::fp32); y = matmul(x, w); }  // this one in fp32
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -224,6 +232,10 @@ class Tape {
   std::size_t size() const { return nodes_.size(); }
   std::size_t capacity() const { return nodes_.capacity(); }
 
+  // The precision of the float matrix products recorded from now on (kept across clear()).
+  kernels::Precision precision() const { return precision_; }
+  void set_precision(kernels::Precision p) { precision_ = p; }
+
  private:
   struct Node {
     Tensor<T, Device> value;
@@ -286,6 +298,22 @@ class Tape {
 
   std::vector<Node> nodes_;
   std::vector<HookEntry> hooks_;
+  kernels::Precision precision_ = kernels::Precision::fp32;
+};
+
+// Sets a tape's precision for a scope (e.g. one product kept in fp32 inside a bf16 model), and
+// restores the previous one when it ends.
+template <class T, class Device>
+class PrecisionScope {
+ public:
+  PrecisionScope(Tape<T, Device>& t, kernels::Precision p) : tape_(t), before_(t.precision()) { t.set_precision(p); }
+  ~PrecisionScope() { tape_.set_precision(before_); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Tape<T, Device>& tape_;
+  kernels::Precision before_;
 };
 
 // Compiled once in sinklab::precompiled (core/extern_template.hpp).

@@ -25,6 +25,11 @@ struct backend {
 // Whether a GEMM operand is read as stored (N) or transposed (T).
 enum class Trans { N, T };
 
+// The arithmetic of a float GEMM: fp32, or bf16 operands with fp32 accumulation (autocast's
+// bf16). Other element types always multiply in their own type.
+enum class Precision { fp32, bf16 };
+inline const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
 // One axis of a contiguous tensor, the tensor seen as [outer, n, inner].
 struct AxisView {
   int64_t outer = 1, n = 1, inner = 1;

@@ -71,26 +71,27 @@ Var<T, D> glu_mlp(Var<T, D> x, Var<T, D> w_up, Var<T, D> w_down) {
   const int64_t d = wu.shape()[0], w = wu.shape()[1], h = w / 2, n = wd.shape()[1], rows = xv.numel() / d;
   Tensor<T, D> ab = Tensor<T, D>::empty(xv.shape().with(-1, w));
   Tensor<T, D> hid = Tensor<T, D>::empty(xv.shape().with(-1, h));
-  K::template glu_up<Act>(xv.data(), wu.data(), rows, d, h, ab.data(), hid.data());
+  const kernels::Precision p = x.tape->precision();  // of every product here, forward and backward
+  K::template glu_up<Act>(xv.data(), wu.data(), rows, d, h, ab.data(), hid.data(), p);
   Tensor<T, D> y = Tensor<T, D>::empty(xv.shape().with(-1, n));
-  K::gemm(Trans::N, Trans::N, rows, n, h, T(1), hid.data(), h, wd.data(), n, T(0), y.data(), n);
+  K::gemm_at(p, Trans::N, Trans::N, rows, n, h, T(1), hid.data(), h, wd.data(), n, T(0), y.data(), n);
   return x.tape->record(y, {x, w_up, w_down}, [=](Tape<T, D>& t, const Tensor<T, D>& g) {
     bool fresh = false;  // a first contribution is written (beta 0), later ones added (beta 1)
     if (w_down.requires_grad()) {  // dW_down += hᵀ·g
       T* gwd = t.grad_buffer(w_down, fresh).data();
-      K::gemm(Trans::T, Trans::N, h, n, rows, T(1), hid.data(), h, g.data(), n, fresh ? T(0) : T(1), gwd, n);
+      K::gemm_at(p, Trans::T, Trans::N, h, n, rows, T(1), hid.data(), h, g.data(), n, fresh ? T(0) : T(1), gwd, n);
     }
     if (!x.requires_grad() && !w_up.requires_grad()) return;
     Tensor<T, D> gab = Tensor<T, D>::empty(ab.shape());  // [da | db]
     const T* const gp = gab.data();
-    K::template glu_hidden_grad<Act>(g.data(), wd.data(), ab.data(), rows, n, h, gab.data());
+    K::template glu_hidden_grad<Act>(g.data(), wd.data(), ab.data(), rows, n, h, gab.data(), p);
     if (x.requires_grad()) {  // dx += gab·W_upᵀ
       T* gx = t.grad_buffer(x, fresh).data();
-      K::gemm(Trans::N, Trans::T, rows, d, w, T(1), gp, w, wu.data(), w, fresh ? T(0) : T(1), gx, d);
+      K::gemm_at(p, Trans::N, Trans::T, rows, d, w, T(1), gp, w, wu.data(), w, fresh ? T(0) : T(1), gx, d);
     }
     if (w_up.requires_grad()) {  // dW_up += xᵀ·gab
       T* gwu = t.grad_buffer(w_up, fresh).data();
-      K::gemm(Trans::T, Trans::N, d, w, rows, T(1), xv.data(), d, gp, w, fresh ? T(0) : T(1), gwu, w);
+      K::gemm_at(p, Trans::T, Trans::N, d, w, rows, T(1), xv.data(), d, gp, w, fresh ? T(0) : T(1), gwu, w);
     }
   });
 }

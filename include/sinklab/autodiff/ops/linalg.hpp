@@ -1,4 +1,6 @@
-// Differentiable matrix products.
+// Differentiable matrix products. A product with a weight (b of rank 2) runs at the tape's
+// precision (fp32, or bf16 operands with fp32 accumulation), forward and backward alike; batched
+// products stay fp32.
 #pragma once
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/extern_template.hpp"
@@ -20,17 +22,18 @@ Var<T, D> matmul(Var<T, D> a, Var<T, D> b) {
   const int64_t N = sb[-1];
   if (sb.rank() == 2) {
     const int64_t M = sa.numel() / K;  // all leading axes folded into rows: one large GEMM
+    const kernels::Precision p = a.tape->precision();
     Tensor<T, D> y = Tensor<T, D>::empty(sa.with(-1, N));
-    backend<D>::gemm(Trans::N, Trans::N, M, N, K, T(1), av.data(), K, bv.data(), N, T(0), y.data(), N);
-    return a.tape->record(y, {a, b}, [a, b, av, bv, M, N, K](Tape<T, D>& t, const Tensor<T, D>& g) {
+    backend<D>::gemm_at(p, Trans::N, Trans::N, M, N, K, T(1), av.data(), K, bv.data(), N, T(0), y.data(), N);
+    return a.tape->record(y, {a, b}, [a, b, av, bv, M, N, K, p](Tape<T, D>& t, const Tensor<T, D>& g) {
       bool fresh = false;  // a first contribution is written (beta 0), later ones added (beta 1)
       if (a.requires_grad()) {  // da += g · bᵀ
         T* ga = t.grad_buffer(a, fresh).data();
-        backend<D>::gemm(Trans::N, Trans::T, M, K, N, T(1), g.data(), N, bv.data(), N, fresh ? T(0) : T(1), ga, K);
+        backend<D>::gemm_at(p, Trans::N, Trans::T, M, K, N, T(1), g.data(), N, bv.data(), N, fresh ? T(0) : T(1), ga, K);
       }
       if (b.requires_grad()) {  // db += aᵀ · g
         T* gb = t.grad_buffer(b, fresh).data();
-        backend<D>::gemm(Trans::T, Trans::N, K, N, M, T(1), av.data(), K, g.data(), N, fresh ? T(0) : T(1), gb, N);
+        backend<D>::gemm_at(p, Trans::T, Trans::N, K, N, M, T(1), av.data(), K, g.data(), N, fresh ? T(0) : T(1), gb, N);
       }
     });
   }

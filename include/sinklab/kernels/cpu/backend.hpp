@@ -16,6 +16,7 @@
 #include "sinklab/kernels/cpu/attention.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
+#include "sinklab/kernels/cpu/gemm_bf16.hpp"
 #include "sinklab/kernels/cpu/glu.hpp"
 #include "sinklab/kernels/cpu/heads.hpp"
 #include "sinklab/kernels/cpu/mix.hpp"
@@ -69,8 +70,9 @@ struct backend<sinklab::cpu> {
   SINKLAB_CPU_KERNEL(cross_entropy_count)
   SINKLAB_CPU_KERNEL(cross_entropy_forward)
   SINKLAB_CPU_KERNEL(cross_entropy_backward)
-  // GEMM (kernels/cpu/gemm.hpp) and the GLU feed-forward (act_mul.hpp, glu.hpp)
+  // GEMM (kernels/cpu/gemm.hpp, gemm_bf16.hpp) and the GLU feed-forward (act_mul.hpp, glu.hpp)
   SINKLAB_CPU_KERNEL(gemm)
+  SINKLAB_CPU_KERNEL(gemm_at)  // gemm or gemm_bf16, by kernels::Precision
   SINKLAB_CPU_KERNEL(gemm_batched)
   SINKLAB_CPU_KERNEL_OF(act_mul_forward)
   SINKLAB_CPU_KERNEL_OF(act_mul_backward)

@@ -1,0 +1,242 @@
+// bf16 GEMM with fp32 accumulation — the product torch.autocast runs on a CPU:
+//
+//   C = alpha · op(A) · op(B) + beta · C,   A, B, C fp32 in memory, row-major, op(X) = X or Xᵀ,
+//
+// the operands rounded to bf16 (round to nearest even) as they are packed, multiplied exactly
+// (a product of two bf16 fits an fp32) and summed in fp32; alpha, beta and C stay fp32.
+//
+// Paths, chosen once per process (cpu_features()):
+//  - AVX512-BF16: vdpbf16ps, two k per 32-bit lane. op(A) is packed into bf16 pairs, one 32-bit
+//    word per row and pair of k, broadcast to a register; op(B) into VNNI panels of NR = 64
+//    columns, each pair of k one 128-byte row [b(2p, j), b(2p+1, j)] for j < 64. A 6 × 4-vector
+//    tile of C lives in registers, as in the fp32 kernel (gemm_packed.hpp).
+//  - elsewhere, the same numbers emulated: the operands rounded to bf16 and multiplied by the
+//    fp32 kernel (the sums are fp32 on both paths; they differ only in rounding order).
+// The row epilogue (gemm_packed.hpp) runs on each block of rows of C once it is final.
+//
+// Hand-written because no library on this platform's list has a bf16 GEMM: Eigen's bfloat16
+// products compute in fp32 after converting, and xsimd has no bf16 batch.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+#include "sinklab/core/cpu_features.hpp"
+#include "sinklab/core/error.hpp"
+#include "sinklab/core/parallel.hpp"
+#include "sinklab/core/storage.hpp"
+#include "sinklab/kernels/backend.hpp"
+#include "sinklab/kernels/cpu/gemm.hpp"
+
+#if defined(SINKLAB_CPUID)
+#include <immintrin.h>
+#endif
+
+namespace sinklab::kernels::cpu {
+
+// fp32 → bf16, round to nearest even; NaN stays a (quiet) NaN.
+inline uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float from_bf16(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float round_bf16(float f) { return from_bf16(to_bf16(f)); }
+
+enum class Bf16Path { Auto, Avx512Bf16, Emulated };
+
+inline bool bf16_native_available() { return cpu_features().avx512_bf16; }
+
+namespace detail::bf16 {
+
+constexpr int64_t MR = 6, NV = 4, W = 16, NR = NV * W;
+constexpr int64_t KC = 256;  // k per packed slice (even): a panel slice is KC·NR·2 B = 32 KiB
+
+// op(X)(r, k) of a row-major X: X[r·ld + k], or X[k·ld + r] when transposed.
+inline float at(const float* X, int64_t ld, bool trans, int64_t r, int64_t k) {
+  return trans ? X[k * ld + r] : X[r * ld + k];
+}
+
+// op(B)[k0 : k0 + kc, n0 : n0 + nc] → VNNI panel, zero-padded to an even kc and NR columns.
+inline void pack_b(bool tb, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0, int64_t nc, uint16_t* Bp) {
+  const int64_t kp = (kc + 1) / 2;
+  std::memset(Bp, 0, static_cast<std::size_t>(kp * NR * 2) * sizeof(uint16_t));
+  for (int64_t k = 0; k < kc; ++k) {
+    uint16_t* row = Bp + (k / 2) * NR * 2 + (k & 1);
+    for (int64_t j = 0; j < nc; ++j) row[2 * j] = to_bf16(at(B, ldb, tb, k0 + k, n0 + j));
+  }
+}
+
+// op(A)[i0 : i0 + m, k0 : k0 + kc] → one 32-bit word per row and pair of k (low half: even k).
+inline void pack_a(bool ta, const float* A, int64_t lda, int64_t i0, int64_t m, int64_t k0, int64_t kc, uint32_t* Ap) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < kp; ++p) {
+      const int64_t k = k0 + 2 * p;
+      const uint32_t lo = to_bf16(at(A, lda, ta, i0 + i, k));
+      const uint32_t hi = 2 * p + 1 < kc ? to_bf16(at(A, lda, ta, i0 + i, k + 1)) : 0u;
+      Ap[i * kp + p] = lo | (hi << 16);
+    }
+}
+
+#if defined(SINKLAB_CPUID)
+#define SINKLAB_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+// Rows [0, R) of C against one panel: acc = Σ_p A-pair · B-pair, then C = alpha·acc + beta·C on
+// the first ncols columns (beta == 0: C is not read); `first` says whether this is the first
+// K slice (later slices add to C).
+template <int R>
+SINKLAB_TARGET_BF16 void tile(int64_t kp, const uint32_t* Ap, const uint16_t* Bp, float alpha, float beta, float* C,
+                              int64_t ldc, int64_t ncols) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p) {
+    const uint16_t* b = Bp + p * NR * 2;
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 2 * W),
+                   b2 = (__m512bh)_mm512_loadu_si512(b + 4 * W), b3 = (__m512bh)_mm512_loadu_si512(b + 6 * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(Ap[r * kp + p]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, b2);
+      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, b3);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t left = ncols - v * W;
+      if (left <= 0) break;
+      const __mmask16 m = left >= W ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
+      float* c = C + r * ldc + v * W;
+      __m512 out = _mm512_mul_ps(acc[r][v], va);
+      if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), out);
+      _mm512_mask_storeu_ps(c, m, out);
+    }
+}
+
+// m rows of packed A (kp pairs each) against np panels of one K slice.
+SINKLAB_TARGET_BF16 inline void block(int64_t m, int64_t n, int64_t kp, const uint32_t* Ap, const uint16_t* Bp,
+                                      float alpha, float beta, float* C, int64_t ldc) {
+  const int64_t np = (n + NR - 1) / NR;
+  for (int64_t p = 0; p < np; ++p) {
+    const uint16_t* panel = Bp + p * kp * NR * 2;
+    const int64_t ncols = std::min(NR, n - p * NR);
+    float* c = C + p * NR;
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) tile<MR>(kp, Ap + i * kp, panel, alpha, beta, c + i * ldc, ldc, ncols);
+    const uint32_t* a = Ap + i * kp;
+    float* ci = c + i * ldc;
+    switch (m - i) {
+      case 5: tile<5>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
+      case 4: tile<4>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
+      case 3: tile<3>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
+      case 2: tile<2>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
+      case 1: tile<1>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
+      default: break;
+    }
+  }
+}
+#undef SINKLAB_TARGET_BF16
+
+// The whole product on AVX512-BF16: op(B) packed once (in parallel, shared), then blocks of
+// rows claimed by the threads, each packing its own rows of op(A) per K slice.
+inline void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep) {
+  const int64_t slices = (K + KC - 1) / KC, panels = (N + NR - 1) / NR;
+  const int64_t kp_max = (std::min(KC, K) + 1) / 2;
+  auto slice_k = [&](int64_t s) { return std::min(KC, K - s * KC); };
+  // Slice s starts at s·(KC/2)·panels·NR·2 elements (the last one may be shorter).
+  const int64_t slice_stride = (KC / 2) * panels * NR * 2;
+  std::shared_ptr<uint16_t[]> packed = allocate_host<uint16_t>(static_cast<std::size_t>(slices * slice_stride));
+  parallel_for(0, slices * panels, 1, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t s = j / panels, p = j % panels, kc = slice_k(s), kp = (kc + 1) / 2;
+      pack_b(tb, B, ldb, s * KC, kc, p * NR, std::min(NR, N - p * NR), packed.get() + s * slice_stride + p * kp * NR * 2);
+    }
+  });
+  const int threads = in_parallel_region() ? 1 : num_threads();
+  const int64_t rows = std::clamp<int64_t>((M + 4 * threads - 1) / (4 * threads) / MR * MR, MR, 32 * MR);
+  const int64_t blocks = (M + rows - 1) / rows;
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * kp_max));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i0 = b * rows, m = std::min(rows, M - i0);
+      for (int64_t s = 0; s < slices; ++s) {
+        const int64_t kc = slice_k(s), kp = (kc + 1) / 2;
+        pack_a(ta, A, lda, i0, m, s * KC, kc, Ap.get());
+        block(m, N, kp, Ap.get(), packed.get() + s * slice_stride, alpha, s == 0 ? beta : 1.0f, C + i0 * ldc, ldc);
+      }
+      if (ep) ep(i0, i0 + m);
+    }
+  });
+}
+#endif
+
+// The same numbers without the instructions: operands rounded to bf16, then the fp32 GEMM.
+inline void gemm_emulated(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                          const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep) {
+  std::shared_ptr<float[]> a = allocate_host<float>(static_cast<std::size_t>(M * K));
+  std::shared_ptr<float[]> b = allocate_host<float>(static_cast<std::size_t>(K * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) a[i * K + k] = round_bf16(at(A, lda, ta, i, k));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) b[k * N + j] = round_bf16(at(B, ldb, tb, k, j));
+  gemm(Trans::N, Trans::N, M, N, K, alpha, a.get(), K, b.get(), N, beta, C, ldc, ep);
+}
+
+}  // namespace detail::bf16
+
+// C = alpha · op(A) · op(B) + beta · C with bf16 operands and fp32 accumulation (see the top of
+// this file). `path` forces a path for tests; Auto takes AVX512-BF16 where the CPU has it.
+inline void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep = {},
+                      Bf16Path path = Bf16Path::Auto) {
+  if (M <= 0) return;
+  if (N <= 0 || K <= 0) {
+    gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);  // an empty sum: C = beta·C
+    return;
+  }
+  const bool native = path == Bf16Path::Avx512Bf16 || (path == Bf16Path::Auto && bf16_native_available());
+#if defined(SINKLAB_CPUID)
+  if (native) {
+    SINKLAB_CHECK(bf16_native_available(), "gemm_bf16: the AVX512-BF16 path was asked for, but this CPU (",
+                  cpu_features().summary(), ") does not have it");
+    detail::bf16::gemm_native(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+    return;
+  }
+#else
+  SINKLAB_CHECK(!native || path == Bf16Path::Auto, "gemm_bf16: the AVX512-BF16 path exists only on x86-64");
+#endif
+  detail::bf16::gemm_emulated(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+}
+
+// gemm (fp32, or T's own type) or gemm_bf16, by precision: what the differentiable ops call.
+template <class T>
+void gemm_at(Precision p, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+             const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const RowEpilogue& ep = {}) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (p == Precision::bf16) {
+      gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+      return;
+    }
+  }
+  gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+}
+
+}  // namespace sinklab::kernels::cpu
