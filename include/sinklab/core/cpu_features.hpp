@@ -37,7 +37,9 @@ struct CpuFeatures {
   std::string summary() const {
     std::string s;
     auto add = [&](bool on, const char* name) {
-      if (on) s += (s.empty() ? "" : " ") + std::string(name);
+      if (!on) return;
+      if (!s.empty()) s += ' ';
+      s += name;
     };
     add(avx2, "avx2"), add(fma, "fma"), add(avx512f, "avx512f"), add(avx512bw, "avx512bw"), add(avx512vl, "avx512vl");
     add(avx512_vnni, "avx512-vnni"), add(avx512_bf16, "avx512-bf16"), add(avx512_fp16, "avx512-fp16");

@@ -1,0 +1,222 @@
+// Integer GEMM of W8A8 inference: asymmetric uint8 activations against symmetric int8 weights,
+//
+//   C[i, j] = scale · Σ_k (A[i, k] − za) · B[k, j]          (or the int32 sum itself)
+//
+// A uint8 [M, K] row-major with zero point za, B int8 [K, N] row-major, packed once per weight
+// (PackedS8). The sum is exact in int32: |(a − za)·b| ≤ 255·128, so K ≤ 65,536 terms cannot
+// overflow; the float result is that integer times `scale` (s_A·s_B), rounded once. That is
+// what fake quantization (quant/uniform.hpp) computes in real arithmetic, so the two agree up to
+// the float rounding of the fake-quantized products, and the accumulators agree exactly.
+//
+// Paths, chosen once per process (cpu_features()):
+//  - AVX2: vpmaddwd on pairs of k. op(A) − za is packed into int16 pairs, one 32-bit word per row
+//    and pair of k, broadcast to a register; B into panels of NR = 16 columns, each pair of k one
+//    64-byte row [b(2p, j), b(2p+1, j)] for j < 16. A 6 × 16 tile of C stays in 12 registers.
+//  - elsewhere, the same packed data summed by plain loops (identical integers).
+// On AVX2 this is exact but not faster than the fp32 GEMM: vpmaddwd does 16 multiply-adds into 8
+// lanes and needs a separate add to accumulate, 8 multiply-adds per instruction like an fp32 FMA
+// (vpmaddubsw would do more, but its int16 sums saturate on uint8 × int8). The speed of int8
+// inference comes with AVX512-VNNI (vpdpbusd) and AMX-INT8 (tdpbusd), whose kernels are not
+// written yet; they would take uint8 quadruples of A with the zero point folded into B's column
+// sums, a different packing.
+//
+// Hand-written because no library on this platform's list has a u8·s8 GEMM (Eigen's integer
+// products widen to int32 before multiplying and do not vectorise them; OpenBLAS has none).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "sinklab/core/cpu_features.hpp"
+#include "sinklab/core/error.hpp"
+#include "sinklab/core/parallel.hpp"
+#include "sinklab/core/storage.hpp"
+
+#if defined(SINKLAB_CPUID)
+#include <immintrin.h>
+#endif
+
+namespace sinklab::kernels::cpu {
+
+enum class S8Path { Auto, Avx2, Scalar };
+
+inline bool s8_avx2_available() { return cpu_features().avx2; }
+
+namespace detail::s8 {
+constexpr int64_t MR = 6, NR = 16;
+constexpr int64_t kMaxK = 65536;  // beyond this an int32 sum of (a − za)·b could overflow
+}  // namespace detail::s8
+
+// B [K, N] int8 as the kernel reads it: panels of NR columns, each pair of k one row of NR
+// int16 pairs; zero-padded to an even K and a whole panel.
+struct PackedS8 {
+  int64_t K = 0, N = 0;
+  std::shared_ptr<int16_t[]> data;
+
+  int64_t pairs() const { return (K + 1) / 2; }
+  int64_t panels() const { return (N + detail::s8::NR - 1) / detail::s8::NR; }
+  const int16_t* panel(int64_t p) const { return data.get() + p * pairs() * detail::s8::NR * 2; }
+};
+
+inline PackedS8 pack_s8(const int8_t* B, int64_t ldb, int64_t K, int64_t N) {
+  using namespace detail::s8;
+  SINKLAB_CHECK(K >= 1 && N >= 1 && ldb >= N, "kernels::cpu::pack_s8: expected K, N >= 1 and ldb >= N, got K = ", K,
+                ", N = ", N, ", ldb = ", ldb);
+  SINKLAB_CHECK(K <= kMaxK, "kernels::cpu::pack_s8: K = ", K, " exceeds ", kMaxK,
+                ", beyond which an int32 accumulator could overflow");
+  PackedS8 p;
+  p.K = K, p.N = N;
+  const std::size_t n = static_cast<std::size_t>(p.panels() * p.pairs() * NR * 2);
+  p.data = allocate_host<int16_t>(n);
+  std::memset(p.data.get(), 0, n * sizeof(int16_t));
+  for (int64_t q = 0; q < p.panels(); ++q) {
+    int16_t* panel = p.data.get() + q * p.pairs() * NR * 2;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < NR && q * NR + j < N; ++j)
+        panel[(k / 2) * NR * 2 + 2 * j + (k & 1)] = B[k * ldb + q * NR + j];
+  }
+  return p;
+}
+
+namespace detail::s8 {
+
+// Rows [i0, i0 + m) of A, minus the zero point, as one int32 word per row and pair of k (low half:
+// even k); an odd K's last pair has 0 in its high half.
+inline void pack_a(const uint8_t* A, int64_t lda, int32_t za, int64_t i0, int64_t m, int64_t K, uint32_t* Ap) {
+  const int64_t kp = (K + 1) / 2;
+  for (int64_t i = 0; i < m; ++i) {
+    const uint8_t* a = A + (i0 + i) * lda;
+    for (int64_t p = 0; p < kp; ++p) {
+      const auto lo = static_cast<uint16_t>(static_cast<int16_t>(int32_t{a[2 * p]} - za));
+      const auto hi = 2 * p + 1 < K ? static_cast<uint16_t>(static_cast<int16_t>(int32_t{a[2 * p + 1]} - za)) : uint16_t{0};
+      Ap[i * kp + p] = uint32_t{lo} | (uint32_t{hi} << 16);
+    }
+  }
+}
+
+// The int32 sums of one tile leave through here: as they are, or times `scale` as floats.
+struct Out {
+  int32_t* i32 = nullptr;
+  float* f32 = nullptr;
+  int64_t ld = 0;
+  float scale = 1.f;
+  void put(int64_t r, int64_t c, int32_t v) const {
+    if (i32) i32[r * ld + c] = v;
+    else f32[r * ld + c] = static_cast<float>(static_cast<double>(v) * static_cast<double>(scale));
+  }
+};
+
+// The portable path: the same packed operands, summed one column at a time.
+inline void block_scalar(int64_t m, int64_t kp, const uint32_t* Ap, const PackedS8& B, const Out& out, int64_t r0) {
+  for (int64_t q = 0; q < B.panels(); ++q) {
+    const int16_t* panel = B.panel(q);
+    const int64_t ncols = std::min(NR, B.N - q * NR);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < ncols; ++j) {
+        int32_t acc = 0;
+        for (int64_t p = 0; p < kp; ++p) {
+          const uint32_t w = Ap[i * kp + p];
+          const auto a0 = static_cast<int16_t>(w & 0xffffu), a1 = static_cast<int16_t>(w >> 16);
+          acc += int32_t{a0} * panel[p * NR * 2 + 2 * j] + int32_t{a1} * panel[p * NR * 2 + 2 * j + 1];
+        }
+        out.put(r0 + i, q * NR + j, acc);
+      }
+  }
+}
+
+#if defined(SINKLAB_CPUID)
+#define SINKLAB_TARGET_AVX2 __attribute__((target("avx2")))
+
+template <int R>
+SINKLAB_TARGET_AVX2 void tile_avx2(int64_t kp, const uint32_t* Ap, const int16_t* Bp, const Out& out, int64_t r0,
+                                   int64_t c0, int64_t ncols) {
+  __m256i acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Bp + p * NR * 2));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Bp + p * NR * 2 + 16));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256i a = _mm256_set1_epi32(static_cast<int>(Ap[r * kp + p]));
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(a, b0));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(a, b1));
+    }
+  }
+  alignas(32) int32_t lanes[NR];
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[r][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 8), acc[r][1]);
+    for (int64_t j = 0; j < ncols; ++j) out.put(r0 + r, c0 + j, lanes[j]);
+  }
+}
+
+SINKLAB_TARGET_AVX2 inline void block_avx2(int64_t m, int64_t kp, const uint32_t* Ap, const PackedS8& B, const Out& out,
+                                           int64_t r0) {
+  for (int64_t q = 0; q < B.panels(); ++q) {
+    const int16_t* panel = B.panel(q);
+    const int64_t ncols = std::min(NR, B.N - q * NR), c0 = q * NR;
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) tile_avx2<MR>(kp, Ap + i * kp, panel, out, r0 + i, c0, ncols);
+    const uint32_t* a = Ap + i * kp;
+    switch (m - i) {
+      case 5: tile_avx2<5>(kp, a, panel, out, r0 + i, c0, ncols); break;
+      case 4: tile_avx2<4>(kp, a, panel, out, r0 + i, c0, ncols); break;
+      case 3: tile_avx2<3>(kp, a, panel, out, r0 + i, c0, ncols); break;
+      case 2: tile_avx2<2>(kp, a, panel, out, r0 + i, c0, ncols); break;
+      case 1: tile_avx2<1>(kp, a, panel, out, r0 + i, c0, ncols); break;
+      default: break;
+    }
+  }
+}
+#undef SINKLAB_TARGET_AVX2
+#endif
+
+inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path) {
+  SINKLAB_CHECK(B.data && M >= 0 && lda >= B.K, "kernels::cpu::gemm_u8s8: expected a packed B and lda >= K = ", B.K,
+                ", got lda = ", lda);
+  SINKLAB_CHECK(za >= 0 && za <= 255, "kernels::cpu::gemm_u8s8: zero point ", za, " is outside [0, 255]");
+  const bool avx2 = path == S8Path::Avx2 || (path == S8Path::Auto && s8_avx2_available());
+  SINKLAB_CHECK(!avx2 || s8_avx2_available(), "kernels::cpu::gemm_u8s8: the AVX2 path was asked for, but this CPU (",
+                cpu_features().summary(), ") does not have it");
+  const int64_t kp = B.pairs();
+  const int threads = in_parallel_region() ? 1 : num_threads();
+  const int64_t rows = std::clamp<int64_t>((M + 4 * threads - 1) / (4 * threads) / MR * MR, MR, 32 * MR);
+  parallel_for(0, (M + rows - 1) / rows, 1, [&](int64_t b0, int64_t b1) {
+    std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * kp));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i0 = b * rows, m = std::min(rows, M - i0);
+      pack_a(A, lda, za, i0, m, B.K, Ap.get());
+#if defined(SINKLAB_CPUID)
+      if (avx2) {
+        block_avx2(m, kp, Ap.get(), B, out, i0);
+        continue;
+      }
+#endif
+      block_scalar(m, kp, Ap.get(), B, out, i0);
+    }
+  });
+}
+
+}  // namespace detail::s8
+
+// C[i, j] = Σ_k (A[i, k] − za) · B[k, j], exactly, as int32.
+inline void gemm_u8s8_i32(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, int32_t* C, int64_t ldc,
+                          S8Path path = S8Path::Auto) {
+  SINKLAB_CHECK(ldc >= B.N, "kernels::cpu::gemm_u8s8_i32: ldc ", ldc, " < N = ", B.N);
+  detail::s8::Out out;
+  out.i32 = C, out.ld = ldc;
+  detail::s8::run(M, A, lda, za, B, out, path);
+}
+
+// C[i, j] = scale · Σ_k (A[i, k] − za) · B[k, j] as floats (scale = s_A · s_B).
+inline void gemm_u8s8(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, float scale, float* C,
+                      int64_t ldc, S8Path path = S8Path::Auto) {
+  SINKLAB_CHECK(ldc >= B.N, "kernels::cpu::gemm_u8s8: ldc ", ldc, " < N = ", B.N);
+  detail::s8::Out out;
+  out.f32 = C, out.ld = ldc, out.scale = scale;
+  detail::s8::run(M, A, lda, za, B, out, path);
+}
+
+}  // namespace sinklab::kernels::cpu
