@@ -55,7 +55,7 @@ bench: deps
 	  [ -e "$$src" ] || continue; \
 	  name=$$(basename "$$src" .cpp); \
 	  echo "== $$name"; \
-	  OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS=2 $(BENCH_DIR)/bench/$$name; \
+	  OMP_NUM_THREADS=2 $(BENCH_DIR)/bench/$$name; \
 	done
 
 clean:

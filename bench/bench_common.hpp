@@ -1,6 +1,6 @@
 // Shared pieces of the benchmarks: a wall clock, best/median of repeated trials, the machine's
-// fp32 FMA peak measured with independent xsimd FMA chains, and the load average (other jobs
-// on the machine distort timings, so every benchmark prints it).
+// fp32 FMA peak measured with independent xsimd FMA chains, the load average (other jobs on the
+// machine distort timings, so every benchmark prints it), and the OpenBLAS core type to force.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -11,6 +11,8 @@
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
+
+#include "sinklab/core/cpu_features.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -42,6 +44,16 @@ double calls_per_second(F&& f, double min_seconds) {
     t = now_seconds();
   } while (t - t0 < min_seconds);
   return static_cast<double>(calls) / (t - t0);
+}
+
+// OpenBLAS 0.3.21 misdetects newer CPUs (Sapphire Rapids, Zen 4) and must be told its core type
+// through OPENBLAS_CORETYPE before the library loads: the widest kernel family this CPU can run —
+// SkylakeX with AVX-512, Haswell with AVX2 and FMA (OpenBLAS's choice for Zen 2/3) — or nothing
+// (OpenBLAS's own detection). Forcing SkylakeX on a CPU without AVX-512 stops on an illegal
+// instruction.
+inline const char* openblas_coretype() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512f && f.avx512bw && f.avx512vl ? "SkylakeX" : f.avx2 && f.fma ? "Haswell" : nullptr;
 }
 
 inline std::string load_average() {

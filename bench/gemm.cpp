@@ -5,17 +5,19 @@
 // backward g·Wᵀ and xᵀ·g of every projection), each labelled with its layer and transposes.
 //
 //   gemm [--threads 2] [--trials 7] [--min-time 0.2] [--sizes 128,256,512,1024,2048]
-//        [--model small|large] [--cold] [--dtype fp32|bf16]
+//        [--model small|large] [--cold] [--dtype fp32|bf16|s8]
 //
 // --dtype bf16 times kernels::cpu::gemm_bf16 (bf16 operands, fp32 accumulation) on sinklab's side;
-// %peak stays relative to the fp32 FMA peak, and the max rel diff column is then bf16's error.
+// --dtype s8 times kernels::cpu::gemm_u8s8 (W8A8 inference: A quantized to uint8 and B to int8
+// before the timed calls, B packed once as a model's weight is; only the forward products x·W).
+// %peak stays relative to the fp32 FMA peak, and the max rel diff column is then the format's error.
 //
 // --cold evicts the operands from every cache level before each call (timed one call at a time),
 // as inside a training step, where a product's inputs were written many megabytes earlier.
 //
-// OpenBLAS 0.3.21 misdetects this CPU (Sapphire Rapids) and must be told its core type through
-// OPENBLAS_CORETYPE before the library loads, so without it the program re-executes itself
-// with OPENBLAS_CORETYPE=SkylakeX.
+// OpenBLAS 0.3.21 misdetects some CPUs and must be told its core type through OPENBLAS_CORETYPE
+// before the library loads, so without it the program re-executes itself with the one
+// bench::openblas_coretype() picks for this CPU.
 #include <cblas.h>
 #include <unistd.h>
 
@@ -35,6 +37,7 @@
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
 #include "sinklab/kernels/cpu/gemm_bf16.hpp"
+#include "sinklab/kernels/cpu/gemm_s8.hpp"
 
 using namespace sinklab;
 
@@ -47,7 +50,7 @@ struct Args {
   std::vector<int64_t> sizes{128, 256, 512, 1024, 2048};
   std::string model;  // "small" or "large": the decoder's shapes instead of squares
   bool cold = false;  // evict the operands from cache before each (individually timed) call
-  bool bf16 = false;  // sinklab's side runs gemm_bf16 (bf16 operands, fp32 accumulation)
+  std::string dtype = "fp32";  // sinklab's side: gemm, gemm_bf16 (bf16 operands) or gemm_u8s8 (W8A8)
 };
 
 // One product C[M, N] = op(A)·op(B) with inner dimension K.
@@ -93,11 +96,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--cold") a.cold = true;
     else if (k == "--dtype" && has_value) {
       const std::string d = argv[++i];
-      if (d != "fp32" && d != "bf16") {
-        std::fprintf(stderr, "gemm: --dtype must be fp32 or bf16, not '%s'\n", d.c_str());
+      if (d != "fp32" && d != "bf16" && d != "s8") {
+        std::fprintf(stderr, "gemm: --dtype must be fp32, bf16 or s8, not '%s'\n", d.c_str());
         std::exit(2);
       }
-      a.bf16 = d == "bf16";
+      a.dtype = d;
     }
     else if (k == "--sizes" && has_value) {
       a.sizes.clear();
@@ -109,7 +112,7 @@ Args parse(int argc, char** argv) {
         p = q + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large] [--cold] [--dtype fp32|bf16]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large] [--cold] [--dtype fp32|bf16|s8]\n", argv[0]);
       std::exit(2);
     }
   }
@@ -153,21 +156,26 @@ double cold_calls_per_second(F&& f, int calls) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && bench::openblas_coretype()) {
+    setenv("OPENBLAS_CORETYPE", bench::openblas_coretype(), 1);
     execv("/proc/self/exe", argv);
-    std::perror("gemm: re-executing with OPENBLAS_CORETYPE=SkylakeX failed; OpenBLAS may misdetect the CPU");
+    std::perror("gemm: re-executing with OPENBLAS_CORETYPE set failed; OpenBLAS may misdetect the CPU");
   }
   const Args args = parse(argc, argv);
   set_num_threads(args.threads);
   openblas_set_num_threads(args.threads);
 
+  const bool bf16 = args.dtype == "bf16", s8 = args.dtype == "s8";
   std::printf("sinklab GEMM benchmark (sinklab %s against OpenBLAS fp32, C = A*B, row-major, %d threads)\n",
-              args.bf16 ? "bf16 (gemm_bf16: bf16 operands, fp32 accumulation)" : "fp32", args.threads);
-  std::printf("CPU: %s; bf16 path: %s\n", cpu_features().summary().c_str(),
-              kernels::cpu::bf16_native_available() ? "AVX512-BF16" : "emulated (fp32 kernel on rounded operands)");
+              bf16 ? "bf16 (gemm_bf16: bf16 operands, fp32 accumulation)"
+              : s8 ? "W8A8 (gemm_u8s8: uint8 x int8, int32 sums)"
+                   : "fp32",
+              args.threads);
+  std::printf("CPU: %s; bf16 path: %s; int8 path: %s\n", cpu_features().summary().c_str(),
+              kernels::cpu::bf16_native_available() ? "AVX512-BF16" : "emulated (fp32 kernel on rounded operands)",
+              kernels::cpu::s8_avx2_available() ? "AVX2" : "portable");
   std::printf("OpenBLAS: %s, core %s, OPENBLAS_CORETYPE=%s\n", openblas_get_config(), openblas_get_corename(),
-              std::getenv("OPENBLAS_CORETYPE"));
+              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
 #if defined(EIGEN_HAS_OPENMP)
   const char* eigen_parallel = "OpenMP";
 #else
@@ -194,6 +202,7 @@ int main(int argc, char** argv) {
   const std::vector<Case> cases = args.model.empty() ? square_cases(args.sizes) : model_cases(args.model);
   double sl_seconds = 0, ob_seconds = 0;  // one call of every case, at the best rates
   for (const Case& c : cases) {
+    if (s8 && (c.ta || c.tb)) continue;  // inference multiplies x·W only
     // Stored shapes: A is M×K (K×M when transposed), B is K×N (N×K when transposed).
     const int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N;
     const Tensor<float> a = rng.uniform<float>({c.M * c.K}, -1.f, 1.f);
@@ -201,8 +210,22 @@ int main(int argc, char** argv) {
     Tensor<float> c_sl = Tensor<float>::zeros({c.M * c.N});
     Tensor<float> c_ob = Tensor<float>::zeros({c.M * c.N});
     using kernels::cpu::Trans;
+    // W8A8: A in [-1, 1] asymmetric (scale 2/255, zero point 128), B symmetric (scale 1/127).
+    std::vector<uint8_t> a_u8;
+    std::vector<int8_t> b_s8;
+    kernels::cpu::PackedS8 b_packed;
+    const float sa = 2.0f / 255.0f, sb = 1.0f / 127.0f;
+    if (s8) {
+      for (int64_t i = 0; i < c.M * c.K; ++i)
+        a_u8.push_back(static_cast<uint8_t>(std::clamp(std::nearbyint(a.data()[i] / sa) + 128.0f, 0.0f, 255.0f)));
+      for (int64_t i = 0; i < c.K * c.N; ++i)
+        b_s8.push_back(static_cast<int8_t>(std::clamp(std::nearbyint(b.data()[i] / sb), -127.0f, 127.0f)));
+      b_packed = kernels::cpu::pack_s8(b_s8.data(), c.N, c.K, c.N);
+    }
     auto run_sinklab = [&] {
-      if (args.bf16)
+      if (s8)
+        kernels::cpu::gemm_u8s8(c.M, a_u8.data(), c.K, 128, b_packed, sa * sb, c_sl.data(), c.N);
+      else if (bf16)
         kernels::cpu::gemm_bf16(c.ta ? Trans::T : Trans::N, c.tb ? Trans::T : Trans::N, c.M, c.N, c.K, 1.f, a.data(),
                                 lda, b.data(), ldb, 0.f, c_sl.data(), c.N);
       else

@@ -12,7 +12,7 @@
 // Each side runs `warmup` untimed steps, then `steps` timed ones; a side's result is the median
 // step time (the median over rounds of the per-round medians with --rounds > 1; rounds alternate
 // sinklab and torch so a change of machine load hits both). PyTorch runs with OpenBLAS
-// (Debian's openblas-openmp libblas.so.3 first on LD_LIBRARY_PATH, OPENBLAS_CORETYPE=SkylakeX,
+// (Debian's openblas-openmp libblas.so.3 first on LD_LIBRARY_PATH, OPENBLAS_CORETYPE as bench/gemm sets it,
 // OMP_NUM_THREADS and torch.set_num_threads equal to --threads); the script prints which BLAS it
 // loaded. --profile adds a per-op / per-layer breakdown of sinklab's step (autodiff::profile),
 // taken after the timed steps. --precision bf16 trains sinklab's side with bf16 matrix products
@@ -226,7 +226,9 @@ std::string shell_quoted(const std::string& s) {
 std::string torch_env(const Args& a) {
   const char* old = std::getenv("LD_LIBRARY_PATH");
   std::string ld = a.openblas_dir + (old && *old ? std::string(":") + old : std::string());
-  return "LD_LIBRARY_PATH=" + shell_quoted(ld) + " OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS=" + std::to_string(a.threads);
+  const char* core = std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : bench::openblas_coretype();
+  return "LD_LIBRARY_PATH=" + shell_quoted(ld) + (core ? " OPENBLAS_CORETYPE=" + shell_quoted(core) : std::string()) +
+         " OMP_NUM_THREADS=" + std::to_string(a.threads);
 }
 
 bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }

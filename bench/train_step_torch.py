@@ -9,7 +9,8 @@ weight_decay 0.01, as sinklab's), timed per training step and per forward-only p
 
 Debian's torch links libblas.so.3, which is the slow reference BLAS unless LD_LIBRARY_PATH puts
 OpenBLAS's first; the script reports which libblas the process mapped and the GFLOP/s of a
-1024² matmul so a wrong setup is visible. With --json it prints one JSON line per config
+1024² matmul so a wrong setup is visible. OPENBLAS_CORETYPE=SkylakeX is for a CPU with AVX-512;
+use Haswell on one with AVX2 only (bench/train_step picks it). With --json it prints one JSON line per config
 (read by bench/train_step.cpp).
 """
 import argparse
