@@ -46,7 +46,7 @@ double calls_per_second(F&& f, double min_seconds) {
   return static_cast<double>(calls) / (t - t0);
 }
 
-// OpenBLAS 0.3.21 misdetects newer CPUs (Sapphire Rapids, Zen 4) and must be told its core type
+// OpenBLAS 0.3.21 misdetects newer CPUs (Sapphire Rapids, for one) and must be told its core type
 // through OPENBLAS_CORETYPE before the library loads: the widest kernel family this CPU can run —
 // SkylakeX with AVX-512, Haswell with AVX2 and FMA (OpenBLAS's choice for Zen 2/3) — or nothing
 // (OpenBLAS's own detection). Forcing SkylakeX on a CPU without AVX-512 stops on an illegal
