@@ -1,4 +1,6 @@
 #include <doctest/doctest.h>
+
+#include "skip.hpp"
 #include <unistd.h>
 
 #include <filesystem>
@@ -78,15 +80,14 @@ TEST_CASE("fashion_mnist: bad magic, wrong rank and every truncation are refused
   CHECK_THROWS_AS(data::read_idx_images("/nonexistent/train-images-idx3-ubyte"), Error);
 }
 
-TEST_CASE("fashion_mnist: the real data set, when installed") {
+TEST_CASE("fashion_mnist: the real data set, when installed" * sinklab_test::optional()) {
   data::ImageDataset test;
   try {
     test = data::load_fashion_mnist(data::FashionSplit::Test);
   } catch (const Error& e) {
-    MESSAGE("skipped: Fashion-MNIST not available (apt-get install dataset-fashion-mnist; scripts/fetch-data.sh "
-            "fashion-mnist): ",
-            e.what());
-    return;
+    SINKLAB_SKIP("Fashion-MNIST not available (apt-get install dataset-fashion-mnist; scripts/fetch-data.sh "
+                 "fashion-mnist): ",
+                 e.what());
   }
   CHECK(test.images.shape() == Shape{10000, 28, 28});
   std::vector<int> per_class(10, 0);
@@ -98,12 +99,9 @@ TEST_CASE("fashion_mnist: the real data set, when installed") {
 }
 
 #if defined(SINKLAB_WITH_ZLIB)
-TEST_CASE("fashion_mnist: gzipped files straight from the Debian package") {
+TEST_CASE("fashion_mnist: gzipped files straight from the Debian package" * sinklab_test::optional()) {
   const fs::path p = fs::path(data::kDebianFashionMnistDir) / "t10k-labels-idx1-ubyte.gz";
-  if (!fs::exists(p)) {
-    MESSAGE("skipped: ", p.string(), " not installed");
-    return;
-  }
+  if (!fs::exists(p)) SINKLAB_SKIP(p.string(), " not installed (apt-get install dataset-fashion-mnist)");
   auto labels = data::read_idx_labels(p);
   CHECK(labels.numel() == 10000);
 }

@@ -1,5 +1,7 @@
 // Tokenisers, the Brown corpus loader and the word-level language-modelling corpus.
 #include <doctest/doctest.h>
+
+#include "skip.hpp"
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,13 +85,12 @@ TEST_CASE("brown: tags are stripped at the last slash, sentences one per line") 
   CHECK_THROWS_WITH_AS(data::find_brown_files(dir), doctest::Contains("scripts/fetch-data.sh"), Error);
 }
 
-TEST_CASE("brown: the real corpus, when fetched") {
+TEST_CASE("brown: the real corpus, when fetched" * sinklab_test::optional()) {
   std::vector<fs::path> files;
   try {
     files = data::find_brown_files();
   } catch (const Error& e) {
-    MESSAGE("skipped: Brown corpus not present (run scripts/fetch-data.sh brown): ", e.what());
-    return;
+    SINKLAB_SKIP("Brown corpus not present (run scripts/fetch-data.sh brown): ", e.what());
   }
   CHECK(files.size() == 500);
   auto sentences = data::load_brown_sentences(std::nullopt, {.categories = "a", .max_files = 1});

@@ -2,6 +2,8 @@
 // an independent stdlib-only Python reader (skipped when python3 is not installed).
 #include <doctest/doctest.h>
 
+#include "skip.hpp"
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -13,11 +15,9 @@
 
 using namespace sinklab;
 
-TEST_CASE("safetensors: a sinklab file is read by an independent Python reader") {
-  if (std::system("python3 -c 'import json, struct' > /dev/null 2>&1") != 0) {
-    MESSAGE("python3 not found: skipped");
-    return;
-  }
+TEST_CASE("safetensors: a sinklab file is read by an independent Python reader" * sinklab_test::optional()) {
+  if (std::system("python3 -c 'import json, struct' > /dev/null 2>&1") != 0)
+    SINKLAB_SKIP("python3 not found (apt-get install python3)");
   const auto script = std::filesystem::path(__FILE__).parent_path().parent_path() / "scripts" / "check_safetensors.py";
   REQUIRE(std::filesystem::exists(script));
   const auto dir = std::filesystem::temp_directory_path() / (std::string("sinklab_interop_").append(std::to_string(::getpid())));

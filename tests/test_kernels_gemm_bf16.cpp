@@ -5,6 +5,8 @@
 // every transpose, strided operands, alpha/beta and the row epilogue.
 #include <doctest/doctest.h>
 
+#include "skip.hpp"
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -134,11 +136,10 @@ TEST_CASE("gemm_bf16, emulated: within fp32 accumulation of the rounded operands
   for (const Case& c : cases()) check_case(c, Bf16Path::Emulated);
 }
 
-TEST_CASE("gemm_bf16, AVX512-BF16: the same bounds, and the same result for any thread count") {
-  if (!kernels::cpu::bf16_native_available()) {
-    MESSAGE("skipped: this CPU has no AVX512-BF16 (" << cpu_features().summary() << ")");
-    return;
-  }
+TEST_CASE("gemm_bf16, AVX512-BF16: the same bounds, and the same result for any thread count" *
+          sinklab_test::optional()) {
+  if (!kernels::cpu::bf16_native_available())
+    SINKLAB_SKIP("this CPU has no AVX512-BF16 (", cpu_features().summary(), ")");
   for (const Case& c : cases()) check_case(c, Bf16Path::Avx512Bf16);
   // Row blocks are independent and each element sums its K slices in one order: bit-identical
   // whatever the number of threads.

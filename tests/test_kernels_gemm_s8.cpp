@@ -5,6 +5,8 @@
 // quantization (quant/uniform.hpp) of the same float operands.
 #include <doctest/doctest.h>
 
+#include "skip.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -94,11 +96,8 @@ TEST_CASE("gemm_u8s8, portable path: exact int32 sums and their scaled floats, a
   set_num_threads(2);
 }
 
-TEST_CASE("gemm_u8s8, AVX2: the same sums exactly") {
-  if (!kernels::cpu::s8_avx2_available()) {
-    MESSAGE("skipped: this CPU has no AVX2 (" << cpu_features().summary() << ")");
-    return;
-  }
+TEST_CASE("gemm_u8s8, AVX2: the same sums exactly" * sinklab_test::optional()) {
+  if (!kernels::cpu::s8_avx2_available()) SINKLAB_SKIP("this CPU has no AVX2 (", cpu_features().summary(), ")");
   for (const auto& o : cases()) check(o, S8Path::Avx2);
 }
 
