@@ -80,6 +80,61 @@ TEST_CASE("fashion_mnist: bad magic, wrong rank and every truncation are refused
   CHECK_THROWS_AS(data::read_idx_images("/nonexistent/train-images-idx3-ubyte"), Error);
 }
 
+TEST_CASE("fashion_mnist: implausible sizes are refused before anything is allocated for them") {
+  // 2^20 x 2^20 x 2^20 values: the product passes 2^40 and would wrap 64 bits one dimension later.
+  CHECK_THROWS_WITH_AS(data::parse_idx(idx_bytes({1u << 20, 1u << 20, 1u << 20}, {}), "x", 3),
+                       doctest::Contains("implausibly large"), Error);
+  CHECK_THROWS_WITH_AS(data::parse_idx(idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {}), "x", 3),
+                       doctest::Contains("implausibly large"), Error);
+  // A header that claims 4 billion labels over a 10-byte body is a truncated file, named as such.
+  CHECK_THROWS_WITH_AS(data::parse_idx(idx_bytes({0xFFFFFFFFu}, std::vector<uint8_t>(10)), "x", 1),
+                       doctest::Contains("truncated"), Error);
+  // Zero images are a valid, empty file.
+  CHECK(data::parse_idx(idx_bytes({0, 28, 28}, {}), "x", 3).values.empty());
+  // Rank 0 and 255 dimensions with no room for them.
+  CHECK_THROWS_WITH_AS(data::parse_idx({0, 0, 8, 0}, "x"), doctest::Contains("at least 1"), Error);
+  CHECK_THROWS_WITH_AS(data::parse_idx({0, 0, 8, 255, 0, 0}, "x"), doctest::Contains("1024-byte header"), Error);
+  // A directory where a file should be.
+  const fs::path dir = fs::temp_directory_path() / ("sinklab_idx_dir_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "train-images-idx3-ubyte");
+  CHECK_THROWS_WITH_AS(data::read_idx_images(dir / "train-images-idx3-ubyte"), doctest::Contains("is a directory"),
+                       Error);
+  fs::remove_all(dir);
+}
+
+#if defined(SINKLAB_WITH_ZLIB)
+TEST_CASE("fashion_mnist: a corrupt, truncated or oversized gzip file is refused with the file named") {
+  const fs::path dir = fs::temp_directory_path() / ("sinklab_gz_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto labels = idx_bytes({4000}, std::vector<uint8_t>(4000, 3));
+  const fs::path good = dir / "t10k-labels-idx1-ubyte.gz";
+  {
+    gzFile gz = gzopen(good.c_str(), "wb");
+    REQUIRE(gz != nullptr);
+    REQUIRE(gzwrite(gz, labels.data(), static_cast<unsigned>(labels.size())) == int(labels.size()));
+    REQUIRE(gzclose(gz) == Z_OK);
+  }
+  CHECK(data::read_idx_labels(good).numel() == 4000);
+  const std::vector<uint8_t> bytes = io::read_file_bytes(good);
+
+  // Truncated: the deflate stream ends early.
+  const fs::path cut = dir / "cut.gz";
+  write(cut, std::vector<uint8_t>(bytes.begin(), bytes.begin() + std::ptrdiff_t(bytes.size() / 2)));
+  CHECK_THROWS_WITH_AS(data::read_idx_labels(cut), doctest::Contains("cut.gz"), Error);
+  // Corrupt: the CRC or the deflate data damaged.
+  for (std::size_t at : {bytes.size() - 6, std::size_t{12}}) {
+    auto bad = bytes;
+    bad[at] ^= 0x5A;
+    const fs::path p = dir / "bad.gz";
+    write(p, bad);
+    CHECK_THROWS_WITH_AS(data::read_idx_labels(p), doctest::Contains("bad.gz"), Error);
+  }
+  // A gzip stream that inflates beyond the cap is refused, not buffered.
+  CHECK_THROWS_WITH_AS(data::read_maybe_gzipped(good, 1000), doctest::Contains("inflates to more than 1000"), Error);
+  fs::remove_all(dir);
+}
+#endif
+
 TEST_CASE("fashion_mnist: the real data set, when installed" * sinklab_test::optional()) {
   data::ImageDataset test;
   try {

@@ -78,7 +78,21 @@ TEST_CASE("brown: tags are stripped at the last slash, sentences one per line") 
   CHECK(data::load_brown_text(dir) == "The jury said .\nIt ran .\nNo news .\n");
   CHECK(data::load_brown_sentences(dir, {.categories = "b"}) == std::vector<std::string>{"No news ."});
   CHECK(data::load_brown_sentences(dir, {.max_files = 1}).size() == 2);
-  CHECK_THROWS_AS(data::load_brown_sentences(dir, {.categories = "r"}), Error);
+  CHECK_THROWS_WITH_AS(data::load_brown_sentences(dir, {.categories = "r"}), doctest::Contains("categories 'r'"),
+                       Error);
+  fs::remove_all(dir);
+
+  // Damaged corpora: empty files, binary garbage, a directory named like a corpus file.
+  fs::create_directories(dir / "ca02");
+  { std::ofstream(dir / "ca01"); }
+  CHECK_THROWS_WITH_AS(data::load_brown_sentences(dir), doctest::Contains("hold no sentences"), Error);
+  {
+    std::ofstream f(dir / "ca01", std::ios::binary);
+    for (int i = 0; i < 4096; ++i) f.put(static_cast<char>((i * 131 + 7) % 256));
+  }
+  for (const auto& s : data::load_brown_sentences(dir)) CHECK(!s.empty());
+  { std::ofstream(dir / "ca01") << "/ // a/ /b ///\n"; }
+  CHECK(data::load_brown_sentences(dir) == std::vector<std::string>{"/ / a /b //"});
   fs::remove_all(dir);
 
   // Missing corpus: the error says how to get it.

@@ -119,6 +119,50 @@ TEST_CASE("safetensors: foreign files (no checksum), F16/BF16 conversion and str
   CHECK_THROWS_AS(io::SafetensorsFile::read("/nonexistent/dir/x.safetensors"), Error);
 }
 
+TEST_CASE("safetensors: hostile files are refused with a message before any large allocation") {
+  auto rejects = [](const std::vector<uint8_t>& bytes, const char* why) {
+    CHECK_THROWS_WITH_AS(io::SafetensorsFile::parse(bytes, "mem"), doctest::Contains(why), Error);
+  };
+  auto with_length = [](uint64_t n, std::size_t actual) {
+    std::vector<uint8_t> b(8 + actual, ' ');
+    std::memcpy(b.data(), &n, 8);
+    if (actual > 0) b[8] = '{';
+    return b;
+  };
+  // Header lengths: 4 GiB, 2^64 - 1, past the end of the file, above the 100 MB limit.
+  rejects(with_length(uint64_t{1} << 32, 16), "exceeds the limit");
+  rejects(with_length(~uint64_t{0}, 16), "exceeds the limit");
+  rejects(with_length(64, 16), "runs past the end of the file");
+  // Tensors larger than the file, absurd shapes, offsets that overflow or wrap.
+  const std::vector<uint8_t> four(4);
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[1000000000,1000000000],"data_offsets":[0,4]}})", four),
+          "needs 4e+18 bytes, more than the file's 4 data bytes");
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,4]}})", four),
+          "too many elements");
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})", four),
+          "extent too large");
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551615]}})", four),
+          "ends at data offset 18446744073709551615");
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551615,4]}})", four),
+          "reverse order");
+  // 2^62 F64 elements need 2^65 bytes: the size must not wrap to a small number that matches.
+  rejects(make_file(R"({"a":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})", {}),
+          "more than the file's 0 data bytes");
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", four), "non-negative integer");
+  rejects(make_file(R"({"a":{"dtype":7,"shape":[1],"data_offsets":[0,4]}})", four), "no string 'dtype'");
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", four), "data_offsets");
+  rejects(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", four), "data_offsets");
+  // A rank the tensors cannot hold is refused when read, not by an out-of-range write.
+  auto deep = io::SafetensorsFile::parse(
+      make_file(R"({"a":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})", four), "mem");
+  CHECK_THROWS_WITH_AS(deep.get<float>("a"), doctest::Contains("rank 9"), Error);
+  // Something that is not a regular file is refused before its "size" sizes a buffer.
+  TempDir dir;
+  CHECK_THROWS_WITH_AS(io::SafetensorsFile::read(dir.path), doctest::Contains("is a directory"), Error);
+  CHECK_THROWS_WITH_AS(io::SafetensorsFile::read(dir / "missing.safetensors"), doctest::Contains("no such file"),
+                       Error);
+}
+
 namespace {
 void check_loads_identically(const std::vector<uint8_t>& bytes, const io::SafetensorsFile& ref) {
   auto f = io::SafetensorsFile::parse(bytes, "mem");

@@ -97,7 +97,8 @@ inline std::vector<std::string> load_brown_sentences(std::optional<std::filesyst
                                                      const BrownOptions& opt = {}) {
   std::vector<std::string> sentences;
   std::size_t used = 0;
-  for (const auto& f : find_brown_files(dir)) {
+  const auto files = find_brown_files(dir);
+  for (const auto& f : files) {
     const char genre = f.filename().string()[1];
     if (!opt.categories.empty() && opt.categories.find(genre) == std::string::npos) continue;
     if (opt.max_files && used >= opt.max_files) break;
@@ -105,7 +106,12 @@ inline std::vector<std::string> load_brown_sentences(std::optional<std::filesyst
     sentences.insert(sentences.end(), std::make_move_iterator(s.begin()), std::make_move_iterator(s.end()));
     ++used;
   }
-  SINKLAB_CHECK(!sentences.empty(), "data::brown: no sentences selected (categories '", opt.categories, "')");
+  SINKLAB_CHECK(used > 0, "data::brown: none of the ", files.size(), " corpus files in '",
+                files.front().parent_path().string(), "' is of the categories '", opt.categories,
+                "' (genre letters a..r)");
+  SINKLAB_CHECK(!sentences.empty(), "data::brown: the ", used, " corpus file(s) read from '",
+                files.front().parent_path().string(),
+                "' hold no sentences (empty or damaged; fetch again with scripts/fetch-data.sh brown)");
   return sentences;
 }
 

@@ -28,10 +28,17 @@
 
 namespace sinklab::data {
 
-// Bytes of a file, gunzipped when its name ends in .gz.
-inline std::vector<uint8_t> read_maybe_gzipped(const std::filesystem::path& path) {
+// Bytes of a file, gunzipped when its name ends in .gz. A gzip stream that inflates past
+// `max_bytes` (Fashion-MNIST's largest file is 47 MB) is refused rather than filling memory.
+inline std::vector<uint8_t> read_maybe_gzipped(const std::filesystem::path& path,
+                                               std::size_t max_bytes = std::size_t{1} << 30) {
   if (path.extension() != ".gz") return io::read_file_bytes(path);
 #if defined(SINKLAB_WITH_ZLIB)
+  {
+    std::error_code ec;
+    SINKLAB_CHECK(std::filesystem::is_regular_file(path, ec), "data::read_maybe_gzipped: '", path.string(),
+                  "' is not a regular file");
+  }
   gzFile gz = gzopen(path.c_str(), "rb");
   SINKLAB_CHECK(gz != nullptr, "data::read_maybe_gzipped: cannot open '", path.string(), "'");
   std::vector<uint8_t> out;
@@ -45,6 +52,11 @@ inline std::vector<uint8_t> read_maybe_gzipped(const std::filesystem::path& path
       sinklab::detail::fail("data::read_maybe_gzipped: '", path.string(), "' is not a valid gzip file: ", msg);
     }
     if (n == 0) break;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes) {
+      gzclose(gz);
+      sinklab::detail::fail("data::read_maybe_gzipped: '", path.string(), "' inflates to more than ", max_bytes,
+                            " bytes; refusing it (not a data file sinklab reads?)");
+    }
     out.insert(out.end(), buf.begin(), buf.begin() + n);
   }
   gzclose(gz);
@@ -83,8 +95,10 @@ inline IdxArray parse_idx(const std::vector<uint8_t>& b, const std::string& labe
     const uint8_t* p = b.data() + 4 + 4 * d;
     const uint32_t v = (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
     a.dims.push_back(v);
+    // Checked before multiplying: 2^40 times a 32-bit extent would wrap 64 bits.
+    constexpr uint64_t kMaxValues = uint64_t(1) << 40;
+    if (v != 0 && count > kMaxValues / v) bad("dimensions are implausibly large (", a.dims.size(), " read so far)");
     count *= v;
-    if (count > (uint64_t(1) << 40)) bad("dimensions are implausibly large");
   }
   if (b.size() != header + count)
     bad("file is ", b.size(), " bytes, expected ", header + count, " (", header, " header + ", count,

@@ -24,6 +24,14 @@ namespace sinklab::io {
 
 // The whole file as bytes; throws sinklab::Error naming the file when it cannot be read.
 inline std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path) {
+  // A directory opens as a stream whose size reads as 2^63-1 (and a FIFO or device has none):
+  // refuse anything but a regular file before sizing a buffer by it.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  SINKLAB_CHECK(!ec && std::filesystem::exists(st), "io::read_file_bytes: cannot open '", path.string(),
+                "': no such file");
+  SINKLAB_CHECK(std::filesystem::is_regular_file(st), "io::read_file_bytes: '", path.string(), "' is ",
+                std::filesystem::is_directory(st) ? "a directory" : "not a regular file", ", expected a file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   SINKLAB_CHECK(in.good(), "io::read_file_bytes: cannot open '", path.string(), "': ", std::strerror(errno));
   const std::streamoff size = in.tellg();

@@ -382,7 +382,11 @@ class SafetensorsFile {
     if (e.begin > e.end) bad("tensor '", name, "' has data_offsets [", e.begin, ", ", e.end, "] in reverse order");
     if (e.end > data_size)
       bad("tensor '", name, "' ends at data offset ", e.end, " but the data buffer holds ", data_size, " bytes");
+    // numel <= 2^62 and dtype sizes <= 8: `want` fits in 2^65, so it is compared, not wrapped.
     const __int128 want = numel * static_cast<__int128>(dtype_size(e.dtype));
+    if (want > static_cast<__int128>(data_size))
+      bad("tensor '", name, "' (", dtype_name(e.dtype), ", shape ", e.shape_str(), ") needs ",
+          static_cast<long double>(want), " bytes, more than the file's ", data_size, " data bytes");
     if (static_cast<__int128>(e.end - e.begin) != want)
       bad("tensor '", name, "' (", dtype_name(e.dtype), ", shape ", e.shape_str(), ") needs ",
           static_cast<uint64_t>(want), " bytes but its data_offsets span ", e.end - e.begin);
