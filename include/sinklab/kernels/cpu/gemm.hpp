@@ -72,8 +72,15 @@ namespace detail {
 // Weight gradients xᵀ·g have few rows and columns and a long K (the tokens). Tiles of C would
 // each repack their columns of B over the whole K, so such products are split along K instead:
 // each of `parts` slices computes a partial product of all of C (slice 0 into C with beta, the
-// others into scratch) and the partials are added row by row. A preempted thread delays the
-// product by one slice at most: the other thread claims the remaining slices.
+// others into scratch) and the partials are added row by row, in slice order. A preempted thread
+// delays the product by one slice at most: the other threads claim the remaining slices.
+//
+// The slices depend on K only, never on the thread count, so the sum is the same on any number
+// of threads: slices of at least kSplitKSlice, at most kSplitKParts of them (each partial beyond
+// the first costs M·N of scratch traffic; 4 keep 2 and 4 threads busy).
+inline constexpr int64_t kSplitKSlice = 256, kSplitKParts = 4;
+inline int64_t split_k_parts(int64_t K) { return std::clamp<int64_t>(K / kSplitKSlice, 1, kSplitKParts); }
+
 template <class T>
 void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                   int64_t ldb, T beta, T* C, int64_t ldc, int64_t parts, const RowEpilogue& ep) {
@@ -119,12 +126,19 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
   [[maybe_unused]] static const bool isa_told = warn_if_built_below_cpu();
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  if (threads <= 1 || in_parallel_region() || flops < 2.0 * 64 * 64 * 64) {
+  if (flops < 2.0 * 64 * 64 * 64) {
     detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
     return;
   }
-  if (K >= 2 * M && K >= N && K >= 256 * int64_t{threads}) {
-    detail::gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int64_t{threads}, ep);
+  // Decided by the shape alone, on any number of threads (one included), so a product gives
+  // the same bits whatever runs it: the tiled paths below sum every element's K in the same
+  // order as the serial kernel; split K fixes its slices by K (detail::split_k_parts).
+  if (K >= 2 * M && K >= N && K >= 2 * detail::kSplitKSlice) {
+    detail::gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, detail::split_k_parts(K), ep);
+    return;
+  }
+  if (threads <= 1 || in_parallel_region()) {
+    detail::gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
     return;
   }
   constexpr int64_t kRowAlign = 6, kMinRows = 60, kColAlign = 64;  // the packed micro-kernel's MR and NR

@@ -13,14 +13,15 @@ namespace sinklab::kernels::cpu::detail {
 inline int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)); }
 
 // Runs f(r0, r1, scratch) over chunks of [0, rows); each chunk gets its own zeroed scratch of
-// `width` elements, and the scratches are summed into `out` (accumulating). With one chunk
-// f writes into a zeroed scratch too, so f may always assume a private, zeroed buffer.
+// `width` elements, and the scratches are summed into `out` (accumulating) in chunk order. With
+// one chunk f writes into a zeroed scratch too, so f may always assume a private, zeroed buffer.
+// The chunks depend on the shape only (at most kMaxChunks of at least row_grain(n) rows), never
+// on the thread count or on being nested, so the sums are the same bits on any number of threads.
 template <class T, class F>
 void rows_with_sums(int64_t rows, int64_t n, int64_t width, T* out, F&& f) {
+  constexpr int64_t kMaxChunks = 8;
   const int64_t per_chunk = std::max<int64_t>(row_grain(n), 1);
-  int64_t chunks = std::min<int64_t>(std::max(1, num_threads()) * 2, (rows + per_chunk - 1) / per_chunk);
-  if (in_parallel_region()) chunks = 1;
-  chunks = std::max<int64_t>(chunks, 1);
+  const int64_t chunks = std::clamp<int64_t>((rows + per_chunk - 1) / per_chunk, 1, kMaxChunks);
   std::vector<T> scratch(static_cast<std::size_t>(chunks * width), T(0));
   const int64_t step = (rows + chunks - 1) / chunks;
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
