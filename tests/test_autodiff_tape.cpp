@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "sinklab/autodiff/autodiff.hpp"
 
@@ -140,4 +142,57 @@ TEST_CASE("gradcheck reports a wrong gradient") {
   auto r = gradcheck(wrong_square, {&p});
   CHECK_FALSE(r.ok);
   CHECK(r.max_error > 0.04);
+}
+
+TEST_CASE("tape: the non-finite guard names the op, the parameter and the backward that produced a NaN/Inf") {
+  Parameter<double> w("layer.w", Tensor<double>::from({3}, {4.0, 0.0, 1.0}));
+  {  // Off by default: NaNs flow through as values.
+    Tape<double> t;
+    auto y = log(t.param(w) - 5.0);
+    CHECK(std::isnan(y.value()(0)));
+  }
+  CheckFinite on;
+  SUBCASE("a forward value: the op that recorded it") {
+    Tape<double> t;
+    auto x = t.param(w);
+    auto y = x * 2.0;  // fine
+    CHECK_THROWS_WITH_AS(log(y - 5.0), doctest::Contains("forward value of op 'detail::unary<Log>'"), NonFinite);
+  }
+  SUBCASE("a gradient: the node it reached and the backward that wrote it") {
+    Tape<double> t;
+    auto y = sum(sqrt(t.param(w)));  // sqrt'(0) = +Inf
+    try {
+      t.backward(y);
+      FAIL("no NonFinite thrown");
+    } catch (const NonFinite& e) {
+      const std::string m = e.what();
+      CHECK(m.find("+Inf at element 1") != std::string::npos);
+      CHECK(m.find("written by the backward of op 'detail::unary<Sqrt>'") != std::string::npos);
+    }
+  }
+  SUBCASE("a parameter that already holds a NaN is named when it is used") {
+    Parameter<double> bad("head.bias", Tensor<double>::from({2}, {1.0, std::nan("")}));
+    Tape<double> t;
+    CHECK_THROWS_WITH_AS(t.param(bad), doctest::Contains("parameter 'head.bias'"), NonFinite);
+  }
+  SUBCASE("finite values and gradients pass, and the guard ends with its scope") {
+    Tape<double> t;
+    auto y = sum(square(t.param(w)));
+    t.backward(y);
+    CHECK(w.grad(0) == doctest::Approx(8.0));
+  }
+}
+
+TEST_CASE("tape: the guard's setting is restored when its scope ends") {
+  CHECK_FALSE(check_finite());
+  {
+    CheckFinite on;
+    CHECK(check_finite());
+    {
+      CheckFinite off(false);
+      CHECK_FALSE(check_finite());
+    }
+    CHECK(check_finite());
+  }
+  CHECK_FALSE(check_finite());
 }

@@ -52,7 +52,7 @@ Tensor<float> target_w() {
 }
 
 struct ToyTrainer {
-  int64_t steps = 40, kill_at = -1, signal_at = -1;
+  int64_t steps = 40, kill_at = -1, signal_at = -1, poison_at = -1;
   double diverge_above = std::numeric_limits<double>::infinity();
   int at_end_calls = 0;
   double eval_loss(Toy& m, const Tensor<float>& x, const Tensor<float>& y) {
@@ -86,6 +86,7 @@ struct ToyTrainer {
             step = static_cast<int64_t>(opt.step_count()) + 1;
             if (step == kill_at) throw std::runtime_error("killed");
             if (step == signal_at) std::raise(SIGINT);
+            if (step == poison_at) m.w.value.data()[0] = std::numeric_limits<float>::quiet_NaN();
             Tensor<float> x = Tensor<float>::empty({16, 4});
             data.fill_normal(x, 0.f, 1.f);
             run.see_batch(x);
@@ -370,4 +371,32 @@ TEST_CASE("Progress: plain lines when piped, ETA over the whole matrix") {
   CHECK(format_duration(3725) == "1h02m");
   CHECK(format_duration(75) == "1m15s");
   CHECK(format_duration(NAN) == "?");
+}
+
+TEST_CASE("Matrix: a NaN ends a run as diverged, naming the parameter; the matrix goes on, the checkpoint stays") {
+  for (bool guard : {true, false}) {
+    CAPTURE(guard);
+    const fs::path d = fresh_dir(guard ? "nonfinite" : "nonfinite_unguarded");
+    ToyTrainer poisoned;
+    poisoned.poison_at = 17;  // the last checkpoint before it is at step 15
+    CommonFlags f = flags_for(d);
+    f.check_finite = guard;
+    Matrix m("toy", f, {"plain", "gated"}, Json{{"lr", 0.05}});
+    CHECK(m.run([&](Run& r) {
+      if (r.variant() == "plain" && r.seed() == 3) poisoned(r);
+      else ToyTrainer{}(r);
+    }));
+    REQUIRE(m.results().size() == 4);
+    CHECK(m.diverged("plain") == 1);
+    CHECK(m.diverged("gated") == 0);
+    const RunResult* r = m.of("plain")[0];
+    CHECK(r->diverged);
+    CHECK(r->final.at("diverged_at").get<int64_t>() == 17);
+    const std::string why = r->final.at("diverged_because").get<std::string>();
+    // With the guard the parameter is named; without it only the loss shows the NaN.
+    CHECK(why.find(guard ? "parameter 'w'" : "the loss is nan") != std::string::npos);
+    CHECK(fs::exists(m.run_dir("plain", 3) / "checkpoint.safetensors"));
+    CHECK(fs::exists(m.run_dir("plain", 3) / "result.json"));
+    fs::remove_all(d);
+  }
 }

@@ -75,6 +75,23 @@ inline std::string op_name(const std::type_info& ti) {
   }
   for (const char* prefix : {"sinklab::", "autodiff::"})
     if (out.rfind(prefix, 0) == 0) out.erase(0, std::char_traits<char>::length(prefix));
+  // A shared helper (detail::unary<elem::Log, ...>) is named with its first template argument,
+  // "detail::unary<Log>", so elementwise ops stay apart.
+  if (out.rfind("detail::", 0) == 0) {
+    const std::size_t open = s.find('<');
+    if (open != std::string::npos) {
+      std::size_t end = open + 1;
+      for (int depth = 0; end < s.size(); ++end) {
+        if (s[end] == '<') ++depth;
+        else if (s[end] == '>' && depth-- == 0) break;
+        else if (s[end] == ',' && depth == 0) break;
+      }
+      std::string arg = s.substr(open + 1, end - open - 1);
+      const std::size_t colon = arg.rfind("::");
+      if (colon != std::string::npos) arg.erase(0, colon + 2);
+      if (!arg.empty()) out += "<" + arg + ">";
+    }
+  }
   return out;
 }
 

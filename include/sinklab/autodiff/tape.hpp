@@ -12,10 +12,23 @@
 //
 //   tape.set_precision(kernels::Precision::bf16);
 //   { autodiff::PrecisionScope fp32(tape, kernels::Precision::fp32); y = matmul(x, w); }  // this one in fp32
+//
+// The non-finite guard (off by default; on in the examples, --no-check-finite turns it off):
+// while autodiff::CheckFinite is alive (or after set_check_finite(true)), every value a tape
+// records and every gradient it sums is scanned, and the first NaN or Inf stops the step with a
+// NonFinite error naming the op (the function that recorded the node, as the profiler names
+// it), the node, the shape and, for a gradient, the op whose backward produced it or the
+// parameter it reached. It costs a read of every value and gradient.
 #pragma once
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -47,6 +60,43 @@ class no_grad {
   no_grad& operator=(const no_grad&) = delete;
 };
 inline bool grad_enabled() { return detail::no_grad_depth() == 0; }
+
+namespace detail {
+inline std::atomic<bool>& check_finite_flag() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+// Index of the first element that is NaN or ±Inf, or -1.
+template <class T>
+int64_t first_non_finite(const T* x, int64_t n) {
+  bool all = true;
+  for (int64_t i = 0; i < n; ++i) all &= (x[i] - x[i] == T(0));  // NaN and ±Inf give NaN
+  if (all) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return i;
+  return -1;
+}
+}  // namespace detail
+
+// The non-finite guard for every tape of the process (see the top of this file).
+inline void set_check_finite(bool on) { detail::check_finite_flag().store(on, std::memory_order_relaxed); }
+inline bool check_finite() { return detail::check_finite_flag().load(std::memory_order_relaxed); }
+// Turns the guard on (or off) for a scope and restores the previous setting.
+class CheckFinite {
+ public:
+  explicit CheckFinite(bool on = true) : before_(check_finite()) { set_check_finite(on); }
+  ~CheckFinite() { set_check_finite(before_); }
+  CheckFinite(const CheckFinite&) = delete;
+  CheckFinite& operator=(const CheckFinite&) = delete;
+
+ private:
+  bool before_;
+};
+
+// Thrown by the guard; what() names the op, the node and the parameter where it is known.
+struct NonFinite : Error {
+  using Error::Error;
+};
 
 template <class T, class Device = cpu>
 class Tape;
@@ -91,6 +141,7 @@ class Tape {
     if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), typeid(void));
     Node& n = push(value.contiguous());
     n.requires_grad = requires_grad;
+    if (check_finite()) guard_value(static_cast<int32_t>(nodes_.size() - 1));
     return last();
   }
   Var<T, Device> constant(Tensor<T, Device> value) { return leaf(std::move(value), false); }
@@ -99,12 +150,14 @@ class Tape {
     SINKLAB_CHECK(p.value.defined() && p.value.is_contiguous(), "Tape::param: parameter '", p.name,
                   "' must hold a defined, contiguous tensor");
     Node& n = push(p.value);
+    n.param = &p.name;
     n.requires_grad = p.requires_grad;
     if (p.requires_grad) {
       SINKLAB_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape(), "Tape::param: parameter '", p.name,
                     "' has gradient buffer of shape ", p.grad.shape(), ", expected ", p.value.shape());
       n.grad = p.grad;
     }
+    if (check_finite()) guard_value(static_cast<int32_t>(nodes_.size() - 1));
     return last();
   }
 
@@ -132,6 +185,8 @@ class Tape {
     SINKLAB_CHECK(g.shape() == n.value.shape(), "autodiff: gradient of shape ", g.shape(), " for a value of shape ",
                   n.value.shape(), " (node ", v.id, ")");
     n.reached = true;
+    n.grad_from = running_;
+    if (check_finite()) guard_gradient(v.id, g, running_);
     if (!n.grad.defined()) {
       n.grad_aliased = !g.unique_storage() && g.is_contiguous();
       n.grad = g.is_contiguous() ? std::move(g) : g.clone();
@@ -175,6 +230,7 @@ class Tape {
   GradTarget grad_target(Var<T, Device> v) {
     Node& n = node(v);
     n.reached = true;
+    n.grad_from = running_;
     if (!n.grad.defined()) {
       n.grad = Tensor<T, Device>::empty(n.value.shape());
       return {n.grad.data(), nullptr, {}};
@@ -204,12 +260,21 @@ class Tape {
   void backward(Var<T, Device> root, Tensor<T, Device> seed) {
     Node& r = node(root);
     SINKLAB_CHECK(r.requires_grad, "Tape::backward: the root does not depend on anything that requires grad");
+    running_ = -1;
     accumulate(root, std::move(seed));
+    const bool guard = check_finite();
+    struct Done {  // gradients written outside backward() are nobody's backward
+      int32_t& r;
+      ~Done() { r = -1; }
+    } done{running_};
     for (int32_t i = root.id; i >= 0; --i) {
       Node& n = nodes_[i];
       if (!n.reached) continue;
       if (n.hook >= 0) unalias(n);  // hooks may modify the gradient in place
       for (int32_t h = n.hook; h >= 0; h = hooks_[h].next) hooks_[h].fn(n.grad);
+      // Its gradient is complete: every consumer's backward has run.
+      if (guard && n.grad.defined()) guard_gradient(i, n.grad, n.grad_from);
+      running_ = i;
       if (n.backward) {
         // Each backward function runs once: it is released as it runs, with what it captured.
         Backward fn = std::move(n.backward);
@@ -245,7 +310,49 @@ class Tape {
     bool reached = false;
     int32_t hook = -1;
     bool grad_aliased = false;  // grad shares another tensor's storage (see accumulate)
+    int32_t grad_from = -1;     // the node whose backward last wrote grad (-1: backward's seed)
+    const std::type_info* op = &typeid(void);  // the recording function's closure type (leaves: void)
+    const std::string* param = nullptr;        // the parameter a param() leaf is bound to
   };
+
+  // What a node is, for the guard's messages: "parameter 'layers.0.attn.qkv'" or "op 'matmul'".
+  std::string describe(int32_t i) const {
+    const Node& n = nodes_[static_cast<std::size_t>(i)];
+    if (n.param) return "parameter '" + *n.param + "' (node " + std::to_string(i) + ")";
+    return "op '" + profile::op_name(*n.op) + "' (node " + std::to_string(i) + ", shape " +
+           shape_text(n.value.shape()) + ")";
+  }
+  static std::string shape_text(const Shape& s) {
+    std::ostringstream os;
+    os << s;
+    return os.str();
+  }
+  template <class Tn>
+  static int64_t non_finite_at(const Tn& t) {
+    if constexpr (std::is_floating_point_v<T> && Device::host_memory) {
+      const Tn c = t.contiguous();
+      return detail::first_non_finite(c.data(), c.numel());
+    } else {
+      return -1;
+    }
+  }
+  void guard_value(int32_t i) const {
+    const Tensor<T, Device>& v = nodes_[static_cast<std::size_t>(i)].value;
+    const int64_t at = non_finite_at(v);
+    if (at < 0) return;
+    throw NonFinite("autodiff: the forward value of " + describe(i) + " holds " +
+                    value_text(v.contiguous().data()[at]) + " at element " + std::to_string(at) +
+                    " (the first non-finite value recorded on this tape)");
+  }
+  void guard_gradient(int32_t i, const Tensor<T, Device>& g, int32_t from) const {
+    const int64_t at = non_finite_at(g);
+    if (at < 0) return;
+    throw NonFinite("autodiff: a gradient holding " + value_text(g.contiguous().data()[at]) + " at element " +
+                    std::to_string(at) + " reached " + describe(i) +
+                    (from >= 0 ? ", written by the backward of " + describe(from) : std::string(", from the seed")) +
+                    " (the first non-finite gradient of this backward pass)");
+  }
+  static std::string value_text(T x) { return std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf"; }
   struct HookEntry {
     Hook fn;
     int32_t next;
@@ -260,6 +367,7 @@ class Tape {
   Node& writable(Var<T, Device> v) {
     Node& n = node(v);
     n.reached = true;
+    n.grad_from = running_;
     unalias(n);
     return n;
   }
@@ -275,13 +383,15 @@ class Tape {
     if (profile::Profiler* p = profile::active()) p->recorded(static_cast<int32_t>(nodes_.size()), backward.target_type());
     Node& n = push(std::move(value));
     n.requires_grad = rg;
+    n.op = &backward.target_type();
     if (rg) n.backward = std::move(backward);
+    if (check_finite()) guard_value(static_cast<int32_t>(nodes_.size() - 1));
     return last();
   }
 
   Node& push(Tensor<T, Device> value) {
     SINKLAB_CHECK(value.defined(), "autodiff: recording an undefined tensor");
-    nodes_.push_back(Node{std::move(value), {}, {}, false, false, -1});
+    nodes_.push_back(Node{std::move(value), {}, {}, false, false, -1, false, -1, &typeid(void), nullptr});
     return nodes_.back();
   }
   Var<T, Device> last() { return Var<T, Device>{this, static_cast<int32_t>(nodes_.size() - 1)}; }
@@ -299,6 +409,7 @@ class Tape {
   std::vector<Node> nodes_;
   std::vector<HookEntry> hooks_;
   kernels::Precision precision_ = kernels::Precision::fp32;
+  int32_t running_ = -1;  // the node whose backward function is running (-1: none)
 };
 
 // Sets a tape's precision for a scope (e.g. one product kept in fp32 inside a bf16 model), and

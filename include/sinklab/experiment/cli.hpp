@@ -28,6 +28,7 @@ struct CommonFlags {
   bool resume = false;  // continue an interrupted matrix in --out
   bool force = false;   // replace a previous run directory in --out
   bool quick = false;   // the example's few-minutes preset
+  bool check_finite = true;  // stop a run at the first NaN/Inf in a value or gradient (autodiff::CheckFinite)
 };
 
 inline void add_common_flags(CLI::App& app, CommonFlags& f) {
@@ -44,6 +45,9 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
                               "its last checkpoint");
   app.add_flag("--force", f.force, "replace the previous run directory in --out")->excludes(resume);
   app.add_flag("--quick", f.quick, "a few-minutes preset (smaller model and fewer steps; explicit flags still win)");
+  app.add_flag("!--no-check-finite", f.check_finite,
+               "do not scan values and gradients for NaN/Inf (by default the first one ends the run as diverged, "
+               "naming the op or parameter)");
 }
 
 // Sets `value` to `preset` unless the user gave `flag` on the command line.

@@ -99,6 +99,7 @@ class Matrix {
         std::signal(SIGTERM, t);
       }
     } restore{old_int, old_term};
+    autodiff::CheckFinite guard(flags_.check_finite);
 
     for (uint64_t seed : flags_.seeds) {
       std::vector<const RunResult*> of_seed;

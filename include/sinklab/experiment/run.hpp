@@ -16,9 +16,11 @@
 // position, the smoothed loss) at evaluations at most every checkpoint_seconds and whenever
 // Ctrl-C is pressed; restarts from that checkpoint when the run directory has one, dropping
 // rows logged after it, so an interrupted run continues to the same numbers as one that was
-// never stopped. A non-finite loss (or one above LoopSpec::diverge_above) ends the run as
-// diverged (recorded, not thrown): a divergence is a result. At the end final.safetensors and
-// result.json are written.
+// never stopped. A non-finite loss (or one above LoopSpec::diverge_above), or the non-finite
+// guard stopping a step (autodiff::NonFinite: a NaN or Inf in a value or a gradient, named by
+// op and parameter), ends the run as diverged (recorded, not thrown; the matrix goes on with
+// the next run): a divergence is a result. A diverged run keeps its last good checkpoint. At
+// the end final.safetensors and result.json are written.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -31,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/experiment/progress.hpp"
 #include "sinklab/experiment/run_dir.hpp"
@@ -156,6 +159,7 @@ class Run {
     r["batches"] = result_.batches;
     r["final"] = result_.final;
     write_json(dir_ / "result.json", r);
+    if (result_.diverged) return;  // the last good checkpoint stays, for a look or a restart
     std::error_code ec;
     fs::remove(dir_ / "checkpoint.safetensors", ec);
     fs::remove(dir_ / "checkpoint.optimizer.safetensors", ec);
@@ -278,14 +282,22 @@ void train(Run& run, M& model, O& opt, const LoopSpec& spec, Step&& step_fn, Eva
   auto last_checkpoint = Clock::now();
   progress.resume();
   for (int64_t step = start + 1; step <= spec.steps; ++step) {
-    const double loss = step_fn(run.data());
-    if (!std::isfinite(loss) || loss > spec.diverge_above) {
+    double loss = NAN;
+    std::string why;
+    try {
+      loss = step_fn(run.data());
+      if (!std::isfinite(loss) || loss > spec.diverge_above)
+        why = "the loss is " + std::to_string(loss) +
+              (std::isfinite(loss) ? " (above " + std::to_string(spec.diverge_above) + ")" : "");
+    } catch (const autodiff::NonFinite& e) {
+      why = e.what();
+    }
+    if (!why.empty()) {
       run.mark_diverged();
-      progress.print("[" + run.tag() + "] diverged: the loss is " + std::to_string(loss) + " at step " +
-                     std::to_string(step) + (std::isfinite(loss) ? " (above " + std::to_string(spec.diverge_above) + ")" : "") +
-                     "; the run ends here (recorded as diverged)");
+      progress.print("[" + run.tag() + "] diverged at step " + std::to_string(step) + ": " + why +
+                     "; the run ends here (recorded as diverged; its last good checkpoint is kept)");
       progress.skip(spec.steps - step);
-      run.finish(model, Json{{"diverged_at", step}});
+      run.finish(model, Json{{"diverged_at", step}, {"diverged_because", why}});
       return;
     }
     double& ema = run.ema_loss();
