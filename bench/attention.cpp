@@ -2,6 +2,7 @@
 // the same run, fused vs materialised, at d_head 64 and T ∈ {128, 512, 2048} (causal, float);
 // bytes allocated by each path vs T; and the block inner product as a small GEMM vs an xsimd
 // dot loop. Usage: attention [--quick] [--threads N]
+#include "bench_common.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
 
 #include <algorithm>
@@ -70,13 +71,15 @@ double load_average() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true;
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
-      set_num_threads(std::atoi(argv[++i]));
+      set_num_threads(sinklab::bench::positive_int("--threads", argv[++i]));
+    else
+      throw std::invalid_argument(std::string("unknown flag '") + argv[i] + "'; usage: attention [--quick] [--threads N]");
   }
   const int64_t B = 1, H = 4, d = 64;
   const std::vector<int64_t> Ts = quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{128, 512, 2048};
@@ -156,4 +159,8 @@ int main(int argc, char** argv) {
   }
   std::printf("load average at the end %.2f\n", load_average());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return sinklab::bench::guarded_main("attention", [&] { return bench_main(argc, argv); });
 }

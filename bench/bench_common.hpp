@@ -5,7 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -106,6 +111,37 @@ inline double fma_peak_gflops(int threads, int trials = 5) {
     rates.push_back(flops / (now_seconds() - t0) * 1e-9);
   }
   return best_of(rates);
+}
+
+// A flag's value as a positive integer or number; a bad one throws with the flag named (atoi
+// would have read "abc" as 0).
+inline int positive_int(const char* flag, const char* value, long min = 1) {
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (*value == '\0' || *end != '\0' || errno != 0 || v < min || v > (1L << 30))
+    throw std::invalid_argument(std::string(flag) + ": expected an integer >= " + std::to_string(min) + ", got '" +
+                                value + "'");
+  return static_cast<int>(v);
+}
+inline double positive_number(const char* flag, const char* value) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(value, &end);
+  if (*value == '\0' || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0)
+    throw std::invalid_argument(std::string(flag) + ": expected a positive number, got '" + value + "'");
+  return v;
+}
+
+// A benchmark's main: an error becomes one line naming the program, and exit status 1.
+template <class F>
+int guarded_main(const char* program, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 }  // namespace sinklab::bench

@@ -36,8 +36,8 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const bool has_value = i + 1 < argc;
-    if (k == "--threads" && has_value) a.threads = std::atoi(argv[++i]);
-    else if (k == "--trials" && has_value) a.trials = std::atoi(argv[++i]);
+    if (k == "--threads" && has_value) a.threads = sinklab::bench::positive_int("--threads", argv[++i]);
+    else if (k == "--trials" && has_value) a.trials = sinklab::bench::positive_int("--trials", argv[++i]);
     else if (k == "--mib" && has_value) {
       a.mib.clear();
       std::string s = argv[++i];
@@ -70,7 +70,7 @@ std::vector<double> gbps(F&& f, double bytes, int trials) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   set_num_threads(args.threads);
   std::printf("sinklab elementwise bandwidth benchmark (fp32, %d threads, SIMD %zu lanes)\n", args.threads,
@@ -134,4 +134,8 @@ int main(int argc, char** argv) {
   }
   std::printf("\nload average at end: %s\n", bench::load_average().c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return sinklab::bench::guarded_main("elementwise", [&] { return bench_main(argc, argv); });
 }

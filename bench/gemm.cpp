@@ -89,9 +89,9 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const bool has_value = i + 1 < argc;
-    if (k == "--threads" && has_value) a.threads = std::atoi(argv[++i]);
-    else if (k == "--trials" && has_value) a.trials = std::atoi(argv[++i]);
-    else if (k == "--min-time" && has_value) a.min_time = std::atof(argv[++i]);
+    if (k == "--threads" && has_value) a.threads = sinklab::bench::positive_int("--threads", argv[++i]);
+    else if (k == "--trials" && has_value) a.trials = sinklab::bench::positive_int("--trials", argv[++i]);
+    else if (k == "--min-time" && has_value) a.min_time = sinklab::bench::positive_number("--min-time", argv[++i]);
     else if (k == "--model" && has_value) a.model = argv[++i];
     else if (k == "--cold") a.cold = true;
     else if (k == "--dtype" && has_value) {
@@ -155,7 +155,7 @@ double cold_calls_per_second(F&& f, int calls) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr && bench::openblas_coretype()) {
     setenv("OPENBLAS_CORETYPE", bench::openblas_coretype(), 1);
     execv("/proc/self/exe", argv);
@@ -275,4 +275,8 @@ int main(int argc, char** argv) {
   std::printf("\nsl/OB: best sinklab over best OpenBLAS. %%peak: best over the FMA peak.\n");
   std::printf("load average at end: %s\n", bench::load_average().c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return sinklab::bench::guarded_main("gemm", [&] { return bench_main(argc, argv); });
 }

@@ -5,6 +5,7 @@
 //
 //   train_step [--config small|large|both] [--threads 2] [--steps 10] [--warmup 3] [--rounds 1]
 //              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR] [--precision fp32|bf16]
+//              [--check-finite]
 //
 //   small  bytes (vocab 256), d 128, 4 heads, 4 layers, SwiGLU hidden 344, T 128, batch 16
 //   large  bytes, d 256, 8 heads, 6 layers, SwiGLU hidden ffn::glu_hidden(256) = 688, T 256, batch 8
@@ -17,7 +18,8 @@
 // loaded. --profile adds a per-op / per-layer breakdown of sinklab's step (autodiff::profile),
 // taken after the timed steps. --precision bf16 trains sinklab's side with bf16 matrix products
 // (fp32 accumulation, autodiff::Tape::set_precision) and times the fp32 step in the same rounds
-// for the ratio.
+// for the ratio. --check-finite runs sinklab's side under the non-finite guard
+// (autodiff::CheckFinite, on in the examples), to measure what the guard costs.
 #include <unistd.h>
 
 #include <cmath>
@@ -65,6 +67,7 @@ struct Args {
   bool torch = true;
   bool torch_forced = false;
   bool profile = false;
+  bool check_finite = false;
   kernels::Precision precision = kernels::Precision::fp32;
   std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/train_step_torch.py";
   std::string openblas_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
@@ -74,7 +77,7 @@ struct Args {
   std::fprintf(stderr,
                "usage: %s [--config small|large|both] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
                "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n"
-               "          [--precision fp32|bf16]\n",
+               "          [--precision fp32|bf16] [--check-finite]\n",
                argv0);
   std::exit(2);
 }
@@ -90,13 +93,14 @@ Args parse(int argc, char** argv) {
       else if (c == "large") a.configs = {kLarge};
       else if (c == "both") a.configs = {kSmall, kLarge};
       else usage(argv[0]);
-    } else if (k == "--threads" && has_value) a.threads = std::atoi(argv[++i]);
-    else if (k == "--steps" && has_value) a.steps = std::atoi(argv[++i]);
-    else if (k == "--warmup" && has_value) a.warmup = std::atoi(argv[++i]);
-    else if (k == "--rounds" && has_value) a.rounds = std::atoi(argv[++i]);
+    } else if (k == "--threads" && has_value) a.threads = sinklab::bench::positive_int("--threads", argv[++i]);
+    else if (k == "--steps" && has_value) a.steps = sinklab::bench::positive_int("--steps", argv[++i]);
+    else if (k == "--warmup" && has_value) a.warmup = sinklab::bench::positive_int("--warmup", argv[++i], 0);
+    else if (k == "--rounds" && has_value) a.rounds = sinklab::bench::positive_int("--rounds", argv[++i]);
     else if (k == "--torch") a.torch = a.torch_forced = true;
     else if (k == "--no-torch") a.torch = false;
     else if (k == "--profile") a.profile = true;
+    else if (k == "--check-finite") a.check_finite = true;
     else if (k == "--torch-script" && has_value) a.torch_script = argv[++i];
     else if (k == "--openblas-dir" && has_value) a.openblas_dir = argv[++i];
     else if (k == "--precision" && has_value) {
@@ -282,15 +286,17 @@ void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   Args a = parse(argc, argv);
   set_num_threads(a.threads);
   if (a.torch && !a.torch_forced && !torch_available()) {
     std::printf("train_step: /usr/bin/python3 cannot import torch; running sinklab alone\n");
     a.torch = false;
   }
-  std::printf("train_step: %d threads, %d warmup + %d timed steps, %d round(s), sinklab precision %s, load average %s\n",
-              a.threads, a.warmup, a.steps, a.rounds, kernels::precision_name(a.precision), bench::load_average().c_str());
+  autodiff::set_check_finite(a.check_finite);
+  std::printf("train_step: %d threads, %d warmup + %d timed steps, %d round(s), sinklab precision %s%s, load average %s\n",
+              a.threads, a.warmup, a.steps, a.rounds, kernels::precision_name(a.precision),
+              a.check_finite ? ", non-finite guard on" : "", bench::load_average().c_str());
   const bool with_fp32 = a.precision != kernels::Precision::fp32;  // time sinklab fp32 too, for the ratio
   if (with_fp32)
     std::printf("CPU: %s; bf16 GEMM path: %s\n", cpu_features().summary().c_str(),
@@ -376,4 +382,8 @@ int main(int argc, char** argv) {
                   bench::median_of(r.fwd_fp32) / bench::median_of(r.fwd_sl));
   std::printf("load average at the end: %s\n", bench::load_average().c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return sinklab::bench::guarded_main("train_step", [&] { return bench_main(argc, argv); });
 }

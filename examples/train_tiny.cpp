@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <string>
 
+#include "common/cli_checks.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/experiment/cli.hpp"
 #include "sinklab/nn/linear.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/optim/schedule.hpp"
@@ -19,17 +21,17 @@ static const char* kText =
     "foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, "
     "it was the season of Darkness, it was the spring of hope, it was the winter of despair.";
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"sinklab: train a tiny next-byte model and print its loss falling"};
   int steps = 400;
   uint64_t seed = 0;
   double lr = 3e-3;
   int context = 4;
-  app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "training steps")->check(examples::Positive);
   app.add_option("--seed", seed, "random seed");
-  app.add_option("--lr", lr, "peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--lr", lr, "peak learning rate")->check(examples::Positive);
   app.add_option("--context", context, "bytes of context")->check(CLI::Range(1, 16));
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = sinklab::experiment::parse(app, argc, argv); rc >= 0) return rc;
 
   const std::string text(kText);
   const int64_t n = static_cast<int64_t>(text.size()) - context;
@@ -78,4 +80,15 @@ int main(int argc, char** argv) {
   }
   std::printf("done: the loss fell from ln(256) = %.3f to %.3f\n", std::log(256.0), avg);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    // Stop at the first NaN/Inf in a value or gradient, naming the op or parameter.
+    sinklab::autodiff::CheckFinite guard;
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_tiny: %s\n", e.what());
+    return 1;
+  }
 }

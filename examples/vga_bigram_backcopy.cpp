@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_checks.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/data/bigram_backcopy.hpp"
 #include "sinklab/data/brown.hpp"
@@ -584,9 +585,9 @@ int main(int argc, char** argv) {
                  "shifts frozen)")
       ->check(CLI::IsMember({"pytorch", "normal"}))
       ->capture_default_str();
-  app.add_option("--lr", s.lr, "AdamW learning rate (constant)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", s.lr, "AdamW learning rate (constant)")->check(examples::Positive)->capture_default_str();
   app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::NonNegative)
       ->capture_default_str();
   app.add_option("--log-every", s.log_every, "evaluate and log every N steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
@@ -682,7 +683,7 @@ int main(int argc, char** argv) {
     std::printf("outputs in %s\n", matrix.out().string().c_str());
     if (matrix.interrupted()) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "vga_bigram_backcopy: %s\n", e.what());
     return 1;
   }
   return 0;

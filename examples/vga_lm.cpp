@@ -72,6 +72,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_checks.hpp"
 #include "common/sentences.hpp"
 #include "common/smoke_preset.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
@@ -711,19 +712,19 @@ int main(int argc, char** argv) {
   app.add_option("--registers", s.registers, "register tokens of the 'register' variant (prepended)")
       ->check(CLI::Range(int64_t{1}, int64_t{64}))
       ->capture_default_str();
-  app.add_option("--lr", s.lr, "AdamW peak learning rate (linear warm-up, cosine decay)")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--lr", s.lr, "AdamW peak learning rate (linear warm-up, cosine decay)")->check(examples::Positive)->capture_default_str();
+  app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay")->check(examples::NonNegative)->capture_default_str();
   app.add_option("--beta2", s.beta2, "AdamW β2 (β1 = 0.9)")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
   app.add_option("--warmup", s.warmup, "warm-up as a fraction of a run's steps")->check(CLI::Range(0.0, 0.9))->capture_default_str();
   app.add_option("--min-lr-ratio", s.min_lr_ratio, "learning rate at the end of the cosine decay, relative to the peak")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(examples::NonNegative)->capture_default_str();
   app.add_option("--retrofit-fraction", s.retrofit_fraction,
                  "fine-tuning steps of finetune / retrofit_vga as a fraction of --steps (paper: ~1%)")
       ->check(CLI::Range(0.0001, 1.0))
       ->capture_default_str();
-  app.add_option("--retrofit-lr", s.retrofit_lr, "peak learning rate of the fine-tuning runs")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--retrofit-lr", s.retrofit_lr, "peak learning rate of the fine-tuning runs")->check(examples::Positive)->capture_default_str();
   app.add_option("--retrofit-init", s.retrofit_init,
                  "preserve: W_g = 0 and W_O doubled, so the retrofitted model starts as the pretrained one; half: "
                  "W_g = 0 only (the gate halves the attention output at the start)")

@@ -18,10 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli_checks.hpp"
 #include "compose.hpp"
+#include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/data/brown.hpp"
 #include "sinklab/data/tokenizer.hpp"
+#include "sinklab/experiment/cli.hpp"
 #include "sinklab/io/files.hpp"
 
 using namespace sinklab;
@@ -39,28 +42,28 @@ const char* kBuiltinText =
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"sinklab compose: four attention architectures from policies, trained on byte-level text"};
   compose::Setup s;
   std::string text_opt = "auto";
   std::size_t brown_files = 40;
   bool smoke = false;
   std::vector<std::string> only;
-  app.add_option("--steps", s.steps, "training steps per variant")->check(CLI::PositiveNumber);
+  app.add_option("--steps", s.steps, "training steps per variant")->check(examples::Positive);
   app.add_option("--seed", s.seed, "random seed (initialisation and batches)");
-  app.add_option("--d-model", s.d_model, "model width")->check(CLI::PositiveNumber);
-  app.add_option("--layers", s.layers, "transformer layers")->check(CLI::PositiveNumber);
-  app.add_option("--heads", s.heads, "attention heads")->check(CLI::PositiveNumber);
-  app.add_option("--seq-len", s.seq_len, "bytes per training window")->check(CLI::PositiveNumber);
-  app.add_option("--batch", s.batch, "windows per step")->check(CLI::PositiveNumber);
-  app.add_option("--lr", s.lr, "peak AdamW learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--d-model", s.d_model, "model width")->check(examples::Positive);
+  app.add_option("--layers", s.layers, "transformer layers")->check(examples::Positive);
+  app.add_option("--heads", s.heads, "attention heads")->check(examples::Positive);
+  app.add_option("--seq-len", s.seq_len, "bytes per training window")->check(examples::Positive);
+  app.add_option("--batch", s.batch, "windows per step")->check(examples::Positive);
+  app.add_option("--lr", s.lr, "peak AdamW learning rate")->check(examples::Positive);
   app.add_option("--text", text_opt, "'brown', 'builtin', a text file, or 'auto' (Brown if present)");
   app.add_option("--brown-files", brown_files, "Brown corpus files to read (0 = all 500)");
   app.add_option("--only", only, "run only these variants (vanilla, gated, vga, exo)")
       ->delimiter(',')
       ->check(CLI::IsMember(compose::kVariants));
   app.add_flag("--smoke", smoke, "a few tiny steps on the built-in text (seconds; for CTest)");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = sinklab::experiment::parse(app, argc, argv); rc >= 0) return rc;
   if (smoke) {
     s.steps = 3;
     s.seq_len = 16;
@@ -71,6 +74,7 @@ int main(int argc, char** argv) {
     s.heads = 2;
     if (text_opt == "auto") text_opt = "builtin";
   }
+  SINKLAB_CHECK(s.d_model % s.heads == 0, "--heads ", s.heads, " does not divide --d-model ", s.d_model);
 
   std::string text, source;
   if (text_opt == "builtin") {
@@ -88,6 +92,7 @@ int main(int argc, char** argv) {
   } else {
     text = io::read_file_text(text_opt);
     source = "'" + text_opt + "'";
+    SINKLAB_CHECK(!text.empty(), "--text '", text_opt, "' is empty; give a file with some text in it");
   }
   // Short texts repeat so that both splits hold whole windows.
   while (static_cast<int64_t>(text.size()) < 20 * (s.seq_len + 1)) text += text;
@@ -117,4 +122,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    // Stop at the first NaN/Inf in a value or gradient, naming the op or parameter.
+    sinklab::autodiff::CheckFinite guard;
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "compose: %s\n", e.what());
+    return 1;
+  }
 }

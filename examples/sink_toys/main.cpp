@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/cli_checks.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/io/files.hpp"
 #include "study.hpp"
@@ -533,19 +534,19 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", s.weight_decay, "AdamW weight decay")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   app.add_option("--nop-lr", s.nop_lr, "AdamW rate of the NOP toy")->check(CLI::Range(1e-7, 1.0))->capture_default_str();
   app.add_option("--p", s.p, "NOP rate P[m = 1] of the γ sweep")->check(CLI::Range(0.001, 0.999))->capture_default_str();
-  app.add_option("--nop-batch", s.nop_batch, "batch of setup a")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--nop-steps", s.nop_steps, "steps of setup a")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--nop-eval-every", s.nop_eval_every, "evaluation interval of setup a")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--slow-batch", s.slow_batch, "batch of setup b")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--slow-steps", s.slow_steps, "steps of setup b")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--slow-eval-every", s.slow_eval_every, "evaluation interval of setup b")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--nop-batch", s.nop_batch, "batch of setup a")->check(examples::Positive)->capture_default_str();
+  app.add_option("--nop-steps", s.nop_steps, "steps of setup a")->check(examples::Positive)->capture_default_str();
+  app.add_option("--nop-eval-every", s.nop_eval_every, "evaluation interval of setup a")->check(examples::Positive)->capture_default_str();
+  app.add_option("--slow-batch", s.slow_batch, "batch of setup b")->check(examples::Positive)->capture_default_str();
+  app.add_option("--slow-steps", s.slow_steps, "steps of setup b")->check(examples::Positive)->capture_default_str();
+  app.add_option("--slow-eval-every", s.slow_eval_every, "evaluation interval of setup b")->check(examples::Positive)->capture_default_str();
   app.add_option("--bc-lr", s.bc_lr, "AdamW rate of the broadcast toy")->check(CLI::Range(1e-7, 1.0))->capture_default_str();
   app.add_option("--alpha", s.alpha, "broadcast strength α")->check(CLI::Range(0.0, 100.0))->capture_default_str();
-  app.add_option("--bc-batch", s.bc_batch, "batch of the broadcast toy")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--bc-steps", s.bc_steps, "steps of the broadcast toy")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--bc-eval-every", s.bc_eval_every, "evaluation interval of the broadcast toy")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--bc-batch", s.bc_batch, "batch of the broadcast toy")->check(examples::Positive)->capture_default_str();
+  app.add_option("--bc-steps", s.bc_steps, "steps of the broadcast toy")->check(examples::Positive)->capture_default_str();
+  app.add_option("--bc-eval-every", s.bc_eval_every, "evaluation interval of the broadcast toy")->check(examples::Positive)->capture_default_str();
   app.add_option("--registers", s.registers, "register tokens of broadcast_registers")->check(CLI::Range(int64_t{1}, int64_t{64}))->capture_default_str();
-  app.add_option("--eval-batch", s.eval_batch, "sequences in the fixed evaluation batch")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--eval-batch", s.eval_batch, "sequences in the fixed evaluation batch")->check(examples::Positive)->capture_default_str();
   app.add_flag("!--no-plots", s.plots, "skip the figures");
   app.add_flag("--smoke", s.smoke, "seconds: a tiny width and a few steps of every variant (the CTest smoke test)");
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
