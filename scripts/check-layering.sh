@@ -13,6 +13,8 @@
 #   nn                            modules and models (attention, norms, FFNs, positions, mixing)
 #   optim | probe | quant         what trains, measures or quantises a model
 #   data                          datasets and batchers
+#   dist                          communicators (one process, MPI; NCCL under cuda/) and data-parallel
+#                                 gradient reduction over the tape's hooks
 #   experiment                    run matrices, run directories, reports
 #
 # Usage: scripts/check-layering.sh [repository root]
@@ -30,8 +32,9 @@ declare -A allowed=(
   [probe]="core policy autodiff nn io probe"
   [quant]="core policy autodiff nn quant"
   [data]="core io data"
-  [experiment]="core io policy autodiff nn optim probe quant data experiment"
-  [cuda]="core policy kernels cuda"
+  [dist]="core autodiff dist"
+  [experiment]="core io policy autodiff nn optim probe quant data dist experiment"
+  [cuda]="core policy kernels dist cuda"
 )
 
 status=0

@@ -18,6 +18,8 @@ packages=(
   libopenblas-dev
   ccache
   zlib1g-dev
+  libopenmpi-dev
+  openmpi-bin
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -5,7 +5,7 @@
 //
 // Each folder below is also includable on its own (one header per purpose); a program that
 // recompiles often includes only what it uses, which keeps its compile time down. The layers,
-// lowest first: core, io | policy, kernels, autodiff, nn, optim | probe | quant, data, experiment
+// lowest first: core, io | policy, kernels, autodiff, nn, optim | probe | quant, data, dist, experiment
 // (scripts/check-layering.sh holds the rules).
 #pragma once
 #include "sinklab/autodiff/autodiff.hpp"
@@ -26,6 +26,9 @@
 #include "sinklab/data/split.hpp"
 #include "sinklab/data/tokenizer.hpp"
 #include "sinklab/data/toys.hpp"
+#include "sinklab/dist/data_parallel.hpp"
+#include "sinklab/dist/shard.hpp"
+#include "sinklab/dist/world.hpp"
 #include "sinklab/experiment/experiment.hpp"
 #include "sinklab/io/checkpoint.hpp"
 #include "sinklab/io/metrics_log.hpp"

@@ -156,7 +156,7 @@ class Tape {
     SINKLAB_CHECK(p.value.defined() && p.value.is_contiguous(), "Tape::param: parameter '", p.name,
                   "' must hold a defined, contiguous tensor");
     Node& n = push(p.value);
-    n.param = &p.name;
+    n.param = &p;
     n.requires_grad = p.requires_grad;
     if (p.requires_grad) {
       SINKLAB_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape(), "Tape::param: parameter '", p.name,
@@ -180,6 +180,10 @@ class Tape {
   const Tensor<T, Device>& value(Var<T, Device> v) const { return node(v).value; }
   const Tensor<T, Device>& grad(Var<T, Device> v) const { return node(v).grad; }
   bool requires_grad(Var<T, Device> v) const { return node(v).requires_grad; }
+  // The parameter a param() leaf is bound to (null for every other node). A parameter's gradient
+  // is complete once backward() has visited the first leaf recorded for it, which is how
+  // data-parallel training starts reducing it while the backward pass goes on (dist/).
+  const Parameter<T, Device>* bound_parameter(Var<T, Device> v) const { return node(v).param; }
 
   // Adds `g` into v's gradient. A contiguous `g` is adopted without a copy: a uniquely owned one
   // outright, a shared one (an output's gradient passed on unchanged, as by add and views) as a
@@ -317,13 +321,13 @@ class Tape {
     bool grad_aliased = false;  // grad shares another tensor's storage (see accumulate)
     int32_t grad_from = -1;     // the node whose backward last wrote grad (-1: backward's seed)
     const std::type_info* op = &typeid(void);  // the recording function's closure type (leaves: void)
-    const std::string* param = nullptr;        // the parameter a param() leaf is bound to
+    const Parameter<T, Device>* param = nullptr;  // the parameter a param() leaf is bound to
   };
 
   // What a node is, for the guard's messages: "parameter 'layers.0.attn.qkv'" or "op 'matmul'".
   std::string describe(int32_t i) const {
     const Node& n = nodes_[static_cast<std::size_t>(i)];
-    if (n.param) return "parameter '" + *n.param + "' (node " + std::to_string(i) + ")";
+    if (n.param) return "parameter '" + n.param->name + "' (node " + std::to_string(i) + ")";
     return "op '" + profile::op_name(*n.op) + "' (node " + std::to_string(i) + ", shape " +
            shape_text(n.value.shape()) + ")";
   }

@@ -1,0 +1,47 @@
+// The process's communicator: MPI when the program was built with it (SINKLAB_HAVE_MPI, from
+// CMake's sinklab::mpi) and an MPI launcher started it (mpirun, mpiexec, srun); one process
+// otherwise. Nothing changes for a program run the ordinary way, and the same binary scales
+// out under `mpirun -np N`.
+#pragma once
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "sinklab/core/error.hpp"
+#include "sinklab/dist/communicator.hpp"
+#if defined(SINKLAB_HAVE_MPI)
+#include "sinklab/dist/mpi.hpp"
+#endif
+
+namespace sinklab::dist {
+
+// The number of processes an MPI launcher says it started (0: no launcher). OpenMPI sets
+// OMPI_COMM_WORLD_SIZE, MPICH and Slurm's PMI set PMI_SIZE.
+inline int launcher_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return std::getenv("PMIX_RANK") ? 1 : 0;
+}
+
+namespace detail {
+inline std::unique_ptr<Communicator> make_world() {
+  const int launched = launcher_size();
+#if defined(SINKLAB_HAVE_MPI)
+  if (launched > 0) return std::make_unique<MpiCommunicator>();
+#else
+  SINKLAB_CHECK(launched <= 1, "dist::world: this program was started by an MPI launcher as one of ", launched,
+                " processes, but it was built without MPI, so each would run the whole job alone. Install "
+                "libopenmpi-dev and configure with -DSINKLAB_MPI=ON (and link sinklab::mpi), or run it without "
+                "mpirun");
+#endif
+  return std::make_unique<SingleProcess>();
+}
+}  // namespace detail
+
+// Created on first use and kept to the end of the program (MPI is finalised then).
+inline Communicator& world() {
+  static const std::unique_ptr<Communicator> w = detail::make_world();
+  return *w;
+}
+
+}  // namespace sinklab::dist
