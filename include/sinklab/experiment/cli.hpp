@@ -1,6 +1,7 @@
 // The flags every experiment shares, so all examples read alike:
 //
 //   --out DIR  --seeds 0,1,2  --steps N  --threads N  --resume  --force  --quick
+//   --distribute runs|data   (under mpirun: whole runs per rank, or every run data-parallel)
 //
 //   experiment::CommonFlags flags{.out = "out/vga", .steps = 2000};
 //   CLI::App app{"..."};
@@ -29,6 +30,7 @@ struct CommonFlags {
   bool force = false;   // replace a previous run directory in --out
   bool quick = false;   // the example's few-minutes preset
   bool check_finite = true;  // stop a run at the first NaN/Inf in a value or gradient (autodiff::CheckFinite)
+  std::string distribute = "runs";  // under mpirun: "runs" (seeds over ranks) or "data" (data-parallel runs)
 };
 
 inline void add_common_flags(CLI::App& app, CommonFlags& f) {
@@ -45,6 +47,11 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
                               "its last checkpoint");
   app.add_flag("--force", f.force, "replace the previous run directory in --out")->excludes(resume);
   app.add_flag("--quick", f.quick, "a few-minutes preset (smaller model and fewer steps; explicit flags still win)");
+  app.add_option("--distribute", f.distribute,
+                 "under mpirun -np N: 'runs' gives each rank whole seeds; 'data' trains every run on all ranks, "
+                 "each on 1/N of every batch (the batch must split evenly)")
+      ->check(CLI::IsMember({"runs", "data"}))
+      ->capture_default_str();
   app.add_flag("!--no-check-finite", f.check_finite,
                "do not scan values and gradients for NaN/Inf (by default the first one ends the run as diverged, "
                "naming the op or parameter)");

@@ -13,17 +13,32 @@
 // progress at its next step with a checkpoint, and run() returns false; a second Ctrl-C kills
 // at once. After each seed the matrix checks that its variants saw the same batches (a hash of
 // every batch passed to Run::see_batch).
+//
+// Under `mpirun -np N` (a build with MPI), the same program spreads the matrix over the ranks
+// (CommonFlags::distribute): `runs` gives each rank whole seeds (all variants of a seed stay on
+// one rank, so a variant may still start from another's result), `data` trains every run on
+// all ranks together, each on 1/N of every batch (experiment/data_parallel.hpp). Rank 0 alone
+// prepares --out and writes the files of data-parallel runs; --out must be a folder every rank
+// sees (one host, or a shared filesystem), which is checked. After run() every rank holds every
+// result; the ranks other than 0 then leave the program (exit status 0, or 130 when the matrix
+// was interrupted), so that only rank 0 goes on to write summaries and figures. A matrix made
+// after that runs on rank 0 alone. An error on any rank ends every rank (MPI_Abort) with the
+// error printed by the rank it happened on, instead of leaving the others waiting.
 #pragma once
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "sinklab/core/parallel.hpp"
+#include "sinklab/dist/world.hpp"
+#include "sinklab/experiment/data_parallel.hpp"
 #include "sinklab/experiment/cli.hpp"
 #include "sinklab/experiment/run.hpp"
 #include "sinklab/experiment/stats.hpp"
@@ -40,6 +55,20 @@ inline void on_stop_signal(int sig) {
   stop_flag().store(true);
   std::signal(sig, SIG_DFL);  // a second Ctrl-C ends the program at once
 }
+// Set on rank 0 once the other ranks have left after a distributed matrix.
+inline bool& ranks_left() {
+  static bool left = false;
+  return left;
+}
+inline dist::Communicator& matrix_communicator() {
+  static dist::SingleProcess alone;
+  return ranks_left() ? static_cast<dist::Communicator&>(alone) : dist::world();
+}
+// Sets the data-parallel run the optimisation step sees, for one scope.
+struct ActiveDataParallel {
+  explicit ActiveDataParallel(DataParallelRun* r) { active_data_parallel() = r; }
+  ~ActiveDataParallel() { active_data_parallel() = nullptr; }
+};
 }  // namespace detail
 
 class Matrix {
@@ -49,9 +78,15 @@ class Matrix {
   // variants and seeds may always change, so --resume can add runs to a finished matrix).
   Matrix(std::string experiment, const CommonFlags& flags, std::vector<std::string> variants, Json settings,
          int argc = 0, char** argv = nullptr, std::set<std::string> free_settings = {"threads"})
-      : name_(std::move(experiment)), flags_(flags), variants_(std::move(variants)), out_(flags.out) {
+      : name_(std::move(experiment)),
+        flags_(flags),
+        variants_(std::move(variants)),
+        out_(flags.out),
+        comm_(&detail::matrix_communicator()) {
     SINKLAB_CHECK(!variants_.empty(), name_, ": no variants to run");
     SINKLAB_CHECK(!flags_.seeds.empty(), name_, ": no seeds to run (--seeds)");
+    SINKLAB_CHECK(flags_.distribute == "runs" || flags_.distribute == "data", name_, ": --distribute '",
+                  flags_.distribute, "' (expected 'runs' or 'data')");
     if (flags_.threads > 0) set_num_threads(flags_.threads);
     settings["variants"] = variants_;
     settings["seeds"] = flags_.seeds;
@@ -61,15 +96,38 @@ class Matrix {
     const OutputMode mode = flags_.resume ? OutputMode::Resume : flags_.force ? OutputMode::Force : OutputMode::Fresh;
     // Which runs exist does not change any run's result: a resumed matrix may add seeds or variants.
     free_settings.insert({"variants", "seeds"});
-    const Json old = prepare_output(out_, mode, name_, settings, free_settings);
-    Json meta = provenance(name_, settings, argc, argv);
-    if (!old.is_null()) {
-      meta["started"] = old.value("started", meta["started"].get<std::string>());
-      meta["resumed"] = old.value("resumed", Json::array());
-      meta["resumed"].push_back(utc_now());
-    }
-    write_json(out_ / "run.json", meta);
+    dist::on_root(*comm_, [&] {
+      const Json old = prepare_output(out_, mode, name_, settings, free_settings);
+      Json meta = provenance(name_, settings, argc, argv);
+      meta["ranks"] = comm_->size();
+      if (comm_->size() > 1) meta["distribute"] = flags_.distribute;
+      if (!old.is_null()) {
+        meta["started"] = old.value("started", meta["started"].get<std::string>());
+        meta["resumed"] = old.value("resumed", Json::array());
+        meta["resumed"].push_back(utc_now());
+      }
+      write_json(out_ / "run.json", meta);
+    });
     for (const auto& v : variants_) steps_[v] = flags_.steps;
+    if (detail::ranks_left() && dist::world().size() > 1)
+      progress_.print(name_ + ": the other ranks left after the previous matrix; this one runs on rank 0 alone "
+                              "(start one job per matrix to spread each)");
+    if (comm_->size() == 1) return;
+    if (data_parallel()) {
+      progress_.set_quiet(comm_->rank() != 0);
+      progress_.print(name_ + ": " + std::to_string(comm_->size()) + " ranks x " + std::to_string(num_threads()) +
+                      " threads (" + comm_->backend() + "), --distribute data: every run on all ranks, each on 1/" +
+                      std::to_string(comm_->size()) + " of every batch");
+    } else {
+      if (comm_->rank() == 0)
+        progress_.print(name_ + ": " + std::to_string(comm_->size()) + " ranks x " + std::to_string(num_threads()) +
+                        " threads (" + comm_->backend() + "), --distribute runs: seed i runs on rank i mod " +
+                        std::to_string(comm_->size()));
+      if (static_cast<int>(flags_.seeds.size()) < comm_->size() && comm_->rank() == 0)
+        progress_.print(name_ + ": " + std::to_string(flags_.seeds.size()) + " seed(s) for " +
+                        std::to_string(comm_->size()) + " ranks: some ranks have nothing to do (--distribute data "
+                        "would use them all)");
+    }
   }
 
   const std::string& name() const { return name_; }
@@ -101,41 +159,23 @@ class Matrix {
     } restore{old_int, old_term};
     autodiff::CheckFinite guard(flags_.check_finite);
 
-    for (uint64_t seed : flags_.seeds) {
-      std::vector<const RunResult*> of_seed;
-      for (const auto& v : variants_) {
-        const fs::path dir = run_dir(v, seed);
-        if (fs::exists(dir / "result.json")) {
-          results_.push_back(Run::load(dir));
-          progress_.skip(steps_.at(v));
-          progress_.print("[" + v + " s" + std::to_string(seed) + "] finished earlier; read from " + dir.string());
-        } else {
-          Run r(dir, v, seed, progress_, detail::stop_flag());
-          write_json(dir / "run.json", Json{{"experiment", name_}, {"variant", v}, {"seed", seed}});
-          try {
-            body(r);
-          } catch (const Interrupted& e) {
-            interrupted_ = true;
-            progress_.print("interrupted: " + std::string(e.what()) + "; " + std::to_string(results_.size()) +
-                            " run(s) finished. Continue with the same flags and --resume.");
-            return false;
-          }
-          SINKLAB_CHECK(fs::exists(dir / "result.json"), name_, ": the run ", r.tag(),
-                        " returned without finishing (call experiment::train or Run::finish)");
-          results_.push_back(r.result());
-          progress_.print("[" + r.tag() + "] done in " + format_duration(r.result().seconds));
-        }
-        of_seed.push_back(&results_.back());
-        if (detail::stop_flag().load()) {
-          interrupted_ = true;
-          progress_.print("interrupted after " + std::to_string(results_.size()) + " finished run(s). Continue with "
-                          "the same flags and --resume.");
-          return false;
-        }
-      }
-      progress_.print(check_batches(seed, of_seed));
+    if (comm_->size() == 1) return run_seeds(body);
+    bool done = false;
+    try {
+      done = run_seeds(body);
+      if (!data_parallel()) done = gather();
+    } catch (const std::exception& e) {
+      // One rank failing alone must not leave the others in a collective: end them all.
+      std::fprintf(stderr, "%s: error on %s: %s\n", name_.c_str(), dist::rank_text(*comm_).c_str(), e.what());
+      std::fflush(stderr);
+      comm_->abort(1);
     }
-    return true;
+    detail::ranks_left() = true;
+    if (comm_->rank() != 0) {  // rank 0 alone goes on to the summaries
+      std::fflush(stdout);
+      std::exit(done ? 0 : 130);
+    }
+    return done;
   }
 
   const std::deque<RunResult>& results() const { return results_; }
@@ -191,6 +231,92 @@ class Matrix {
   }
 
  private:
+  bool data_parallel() const { return comm_->size() > 1 && flags_.distribute == "data"; }
+  // Under --distribute runs, the seeds this rank runs.
+  bool mine(std::size_t seed_index) const {
+    return data_parallel() || static_cast<int>(seed_index % static_cast<std::size_t>(comm_->size())) == comm_->rank();
+  }
+
+  template <class Body>
+  bool run_seeds(Body& body) {
+    for (std::size_t si = 0; si < flags_.seeds.size(); ++si) {
+      const uint64_t seed = flags_.seeds[si];
+      if (!mine(si)) {
+        for (const auto& v : variants_) progress_.skip(steps_.at(v));
+        continue;
+      }
+      std::vector<const RunResult*> of_seed;
+      for (const auto& v : variants_) {
+        const fs::path dir = run_dir(v, seed);
+        bool finished = fs::exists(dir / "result.json");
+        if (data_parallel()) finished = dist::from_root(*comm_, finished);  // one decision for all ranks
+        if (finished) {
+          results_.push_back(Run::load(dir));
+          progress_.skip(steps_.at(v));
+          progress_.print("[" + v + " s" + std::to_string(seed) + "] finished earlier; read from " + dir.string());
+        } else {
+          Run r(dir, v, seed, progress_, detail::stop_flag());
+          std::unique_ptr<DataParallelRun> shared;
+          if (data_parallel()) {
+            shared = std::make_unique<DataParallelRun>(*comm_, detail::stop_flag(), comm_->rank() == 0);
+            r.train_on(*comm_, shared->agreed_stop());
+          }
+          detail::ActiveDataParallel active(shared.get());
+          if (r.writes()) write_json(dir / "run.json", Json{{"experiment", name_}, {"variant", v}, {"seed", seed}});
+          try {
+            body(r);
+          } catch (const Interrupted& e) {
+            interrupted_ = true;
+            progress_.print("interrupted: " + std::string(e.what()) + "; " + std::to_string(results_.size()) +
+                            " run(s) finished. Continue with the same flags and --resume.");
+            return false;
+          }
+          SINKLAB_CHECK(!r.writes() || fs::exists(dir / "result.json"), name_, ": the run ", r.tag(),
+                        " returned without finishing (call experiment::train or Run::finish)");
+          results_.push_back(r.result());
+          progress_.print("[" + r.tag() + "] done in " + format_duration(r.result().seconds));
+        }
+        of_seed.push_back(&results_.back());
+        bool stop = detail::stop_flag().load();
+        if (data_parallel()) {  // a signal that reached some ranks only: they all stop here
+          double any = stop ? 1.0 : 0.0;
+          comm_->all_reduce_max(&any, 1);
+          stop = any > 0;
+        }
+        if (stop) {
+          interrupted_ = true;
+          progress_.print("interrupted after " + std::to_string(results_.size()) + " finished run(s). Continue with "
+                          "the same flags and --resume.");
+          return false;
+        }
+      }
+      progress_.print(check_batches(seed, of_seed));
+    }
+    return true;
+  }
+
+  // --distribute runs: after every rank finished its seeds (or was stopped), each reads every
+  // finished run from --out, in the matrix's order.
+  bool gather() {
+    double stopped = interrupted_ ? 1.0 : 0.0;
+    comm_->all_reduce_max(&stopped, 1);
+    interrupted_ = stopped > 0;
+    results_.clear();
+    for (std::size_t si = 0; si < flags_.seeds.size(); ++si)
+      for (const auto& v : variants_) {
+        const fs::path dir = run_dir(v, flags_.seeds[si]);
+        if (fs::exists(dir / "result.json")) {
+          results_.push_back(Run::load(dir));
+          continue;
+        }
+        SINKLAB_CHECK(interrupted_, name_, ": the run ", v, " s", flags_.seeds[si], " finished on rank ",
+                      si % static_cast<std::size_t>(comm_->size()), " but ", (dir / "result.json").string(),
+                      " is not visible on ", dist::rank_text(*comm_),
+                      ": --out must be a folder every rank sees (one host, or a shared filesystem)");
+      }
+    return !interrupted_;
+  }
+
   // Runs of one seed that took the same number of batches must have seen the same batches.
   static std::string check_batches(uint64_t seed, const std::vector<const RunResult*>& runs) {
     std::map<int64_t, std::vector<const RunResult*>> by_count;
@@ -215,6 +341,7 @@ class Matrix {
   CommonFlags flags_;
   std::vector<std::string> variants_;
   fs::path out_;
+  dist::Communicator* comm_;
   std::map<std::string, int64_t> steps_;
   Progress progress_;
   std::deque<RunResult> results_;  // a deque: pointers to finished runs stay valid

@@ -30,6 +30,8 @@ class Progress {
   // Steps that need no work (finished runs skipped on --resume, a restarted run's first steps).
   void skip(int64_t steps) { total_ -= steps; }
   bool tty() const { return tty_; }
+  // Prints nothing (the ranks of a data-parallel run other than 0, which train the same run).
+  void set_quiet(bool quiet) { quiet_ = quiet; }
 
   // Time between pause() and resume() (evaluations, checkpoints) does not count toward the rate.
   void pause() { paused_ = true; }
@@ -43,7 +45,7 @@ class Progress {
     ++done_;
     if (!paused_) train_seconds_ += since(last_);
     last_ = Clock::now();
-    if (!tty_ || (since(last_draw_) < 0.25 && step != steps)) return;
+    if (quiet_ || !tty_ || (since(last_draw_) < 0.25 && step != steps)) return;
     last_draw_ = Clock::now();
     std::printf("\r%s\033[K", line(tag, step, steps, loss).c_str());
     std::fflush(stdout);
@@ -51,6 +53,7 @@ class Progress {
 
   // A whole line (an evaluation's report, a message): replaces the redrawn line on a terminal.
   void print(const std::string& text) {
+    if (quiet_) return;
     std::printf("%s%s\n", tty_ ? "\r\033[K" : "", text.c_str());
     std::fflush(stdout);
   }
@@ -72,7 +75,7 @@ class Progress {
   using Clock = std::chrono::steady_clock;
   static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
   int64_t total_ = 0, done_ = 0;
-  bool tty_ = false, paused_ = false;
+  bool tty_ = false, paused_ = false, quiet_ = false;
   double train_seconds_ = 0;
   Clock::time_point last_ = Clock::now(), last_draw_{};
 };

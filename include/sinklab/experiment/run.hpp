@@ -35,6 +35,8 @@
 
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/rng.hpp"
+#include "sinklab/dist/communicator.hpp"
+#include "sinklab/experiment/data_parallel.hpp"
 #include "sinklab/experiment/progress.hpp"
 #include "sinklab/experiment/run_dir.hpp"
 #include "sinklab/io/checkpoint.hpp"
@@ -86,6 +88,18 @@ class Run {
   Progress& progress() { return *progress_; }
   bool stop_requested() const { return stop_->load(); }
 
+  // This run is trained by every rank of `comm` together (--distribute data): rank 0 alone
+  // evaluates and writes files, a restored checkpoint must be at the same step on every rank,
+  // and the run stops when the ranks agreed to (`agreed_stop`, set by the optimisation step).
+  void train_on(dist::Communicator& comm, const std::atomic<bool>& agreed_stop) {
+    comm_ = &comm;
+    stop_ = &agreed_stop;
+    writes_ = comm.rank() == 0;
+  }
+  // Whether this process evaluates the run and writes its files (false on ranks other than 0 of
+  // a data-parallel run).
+  bool writes() const { return writes_; }
+
   // The training batches' random stream: the same for every variant of a seed.
   Rng& data() { return data_; }
   // Mixes a batch into the run's data hash (FNV-1a over its bytes).
@@ -108,28 +122,20 @@ class Run {
   // Restores the last checkpoint into model and optimizer; returns its step (0: none).
   template <class M, class O>
   int64_t restore(M& model, O& opt) {
-    const fs::path ck = dir_ / "checkpoint.safetensors", ock = dir_ / "checkpoint.optimizer.safetensors";
-    if (!fs::exists(ck) || !fs::exists(ock)) {
-      reset_logs(-1);
-      return 0;
-    }
-    const io::Metadata meta = io::load_parameters(model, ck);
-    const io::Metadata ometa = io::load_optimizer_state(opt, ock);
-    const int64_t step = std::stoll(meta.at("experiment.step"));
-    SINKLAB_CHECK(ometa.count("experiment.step") && std::stoll(ometa.at("experiment.step")) == step,
-                  "experiment: ", tag(), ": the checkpoint's model (step ", step,
-                  ") and optimizer state disagree; delete '", ck.string(), "' to restart this run");
-    data_.set_counter(std::stoull(meta.at("experiment.data_counter")));
-    result_.batch_hash = std::stoull(meta.at("experiment.batch_hash"));
-    result_.batches = std::stoll(meta.at("experiment.batches"));
-    ema_ = std::stod(meta.at("experiment.ema_loss"));
-    seconds_before_ = std::stod(meta.at("experiment.seconds"));
-    reset_logs(step);
+    const int64_t step = restore_here(model, opt);
+    if (comm_ == nullptr) return step;
+    const int64_t root = dist::from_root(*comm_, step);
+    double differs = root != step ? 1.0 : 0.0;
+    comm_->all_reduce_max(&differs, 1);
+    SINKLAB_CHECK(differs == 0, "experiment: ", tag(), ": rank 0 resumes at step ", root, " but ",
+                  dist::rank_text(*comm_), " at step ", step, " from '", dir_.string(),
+                  "': --out must be a folder every rank sees (one host, or a shared filesystem)");
     return step;
   }
 
   template <class M, class O>
   void checkpoint(M& model, O& opt, int64_t step) {
+    if (!writes_) return;
     io::Metadata meta{{"experiment.step", std::to_string(step)},
                       {"experiment.data_counter", std::to_string(data_.counter())},
                       {"experiment.batch_hash", std::to_string(result_.batch_hash)},
@@ -148,6 +154,7 @@ class Run {
     result_.final = result_.history.empty() ? Json::object() : result_.history.back();
     for (const auto& [k, v] : extra.items()) result_.final[k] = v;
     result_.seconds = seconds();
+    if (!writes_) return;
     io::save_parameters(model, dir_ / "final.safetensors",
                         {{"experiment.variant", variant_}, {"experiment.seed", std::to_string(seed_)}});
     Json r;
@@ -188,6 +195,29 @@ class Run {
   }
 
  private:
+  // This process's restore from the run directory.
+  template <class M, class O>
+  int64_t restore_here(M& model, O& opt) {
+    const fs::path ck = dir_ / "checkpoint.safetensors", ock = dir_ / "checkpoint.optimizer.safetensors";
+    if (!fs::exists(ck) || !fs::exists(ock)) {
+      reset_logs(-1);
+      return 0;
+    }
+    const io::Metadata meta = io::load_parameters(model, ck);
+    const io::Metadata ometa = io::load_optimizer_state(opt, ock);
+    const int64_t step = std::stoll(meta.at("experiment.step"));
+    SINKLAB_CHECK(ometa.count("experiment.step") && std::stoll(ometa.at("experiment.step")) == step,
+                  "experiment: ", tag(), ": the checkpoint's model (step ", step,
+                  ") and optimizer state disagree; delete '", ck.string(), "' to restart this run");
+    data_.set_counter(std::stoull(meta.at("experiment.data_counter")));
+    result_.batch_hash = std::stoull(meta.at("experiment.batch_hash"));
+    result_.batches = std::stoll(meta.at("experiment.batches"));
+    ema_ = std::stod(meta.at("experiment.ema_loss"));
+    seconds_before_ = std::stod(meta.at("experiment.seconds"));
+    reset_logs(step);
+    return step;
+  }
+
   static std::vector<Json> read_history(const fs::path& file) {
     std::vector<Json> rows;
     std::ifstream in(file);
@@ -198,6 +228,13 @@ class Run {
   }
   // Keeps the logged rows up to `step` (all of them dropped with step < 0) and rewrites both logs.
   void reset_logs(int64_t step) {
+    if (!writes_) {  // the files belong to rank 0; the history is kept in memory alike
+      std::vector<Json> keep;
+      for (auto& j : result_.history)
+        if (step >= 0 && j.value("step", int64_t{-1}) <= step) keep.push_back(std::move(j));
+      result_.history = std::move(keep);
+      return;
+    }
     std::vector<Json> keep;
     if (step >= 0 && fs::exists(dir_ / "metrics.jsonl"))
       for (auto& j : read_history(dir_ / "metrics.jsonl"))
@@ -217,8 +254,10 @@ class Run {
       else if (v.is_boolean()) row.emplace_back(k, v.get<bool>());
       else row.emplace_back(k, NAN);
     }
-    io::JsonlLog(dir_ / "metrics.jsonl", true).log(row);
-    io::CsvLog(dir_ / "metrics.csv", true).log(row);
+    if (writes_) {
+      io::JsonlLog(dir_ / "metrics.jsonl", true).log(row);
+      io::CsvLog(dir_ / "metrics.csv", true).log(row);
+    }
     result_.history.push_back(j);
   }
 
@@ -228,6 +267,8 @@ class Run {
   Rng data_;
   Progress* progress_;
   const std::atomic<bool>* stop_;
+  dist::Communicator* comm_ = nullptr;  // set when every rank trains this run together
+  bool writes_ = true;
   RunResult result_;
   double ema_ = NAN, seconds_before_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
@@ -268,6 +309,7 @@ void train(Run& run, M& model, O& opt, const LoopSpec& spec, Step&& step_fn, Eva
   const int64_t start = run.restore(model, opt);
   progress.skip(start);
   auto evaluate = [&](int64_t step) {
+    if (!run.writes()) return;  // a data-parallel run is evaluated by rank 0
     progress.pause();
     io::LogRow metrics = eval_fn(step);
     io::LogRow row{{"train_loss", run.ema_loss()}};
@@ -285,7 +327,13 @@ void train(Run& run, M& model, O& opt, const LoopSpec& spec, Step&& step_fn, Eva
     double loss = NAN;
     std::string why;
     try {
+      DataParallelRun* dp = active_data_parallel();
+      const int64_t dp_steps = dp ? dp->steps() : 0;
       loss = step_fn(run.data());
+      SINKLAB_CHECK(!dp || dp->steps() > dp_steps, "experiment: ", run.tag(),
+                    ": --distribute data, but this example's training step does not go through "
+                    "experiment::optimisation_step, which splits each batch over the ranks and averages the "
+                    "gradients; run it with --distribute runs (whole runs spread over the ranks)");
       if (!std::isfinite(loss) || loss > spec.diverge_above)
         why = "the loss is " + std::to_string(loss) +
               (std::isfinite(loss) ? " (above " + std::to_string(spec.diverge_above) + ")" : "");
@@ -318,7 +366,7 @@ void train(Run& run, M& model, O& opt, const LoopSpec& spec, Step&& step_fn, Eva
     }
   }
   Json extra = Json::object();
-  if (spec.at_end) {
+  if (spec.at_end && run.writes()) {
     progress.pause();
     extra = spec.at_end();
     progress.resume();

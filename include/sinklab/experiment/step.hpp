@@ -9,10 +9,16 @@
 // Forward with the loss on a fresh tape, backward, the gradients' global norm clipped (when
 // clip_norm > 0), the learning rate set from the schedule at the optimizer's step count, and the
 // update. Returns the loss.
+//
+// In a matrix run with --distribute data under mpirun, the same call trains on this rank's
+// rows of the batch and averages the gradients over the ranks (experiment/data_parallel.hpp);
+// the loss returned is then the mean over all ranks.
 #pragma once
+#include <type_traits>
 #include <vector>
 
 #include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/experiment/data_parallel.hpp"
 #include "sinklab/optim/clip.hpp"
 #include "sinklab/optim/schedule.hpp"
 
@@ -21,6 +27,13 @@ namespace sinklab::experiment {
 template <class T, class M, class O, class Batch>
 double optimisation_step(autodiff::Tape<T>& tape, M& model, O& opt, const Batch& b, const optim::Schedule& sched,
                          const std::vector<autodiff::Parameter<T>*>& params, double clip_norm) {
+  if (DataParallelRun* dp = active_data_parallel()) {
+    if constexpr (std::is_same_v<T, float>) {
+      return dp->step(tape, model, opt, b, sched, params, clip_norm);
+    } else {
+      SINKLAB_CHECK(false, "experiment: data-parallel training reduces float gradients; this model trains in double");
+    }
+  }
   tape.clear();
   opt.zero_grad();
   auto loss = model.loss(tape, b.x, b.y);
