@@ -12,7 +12,7 @@ if(NOT SINKLAB_MPI STREQUAL "OFF")
     target_link_libraries(sinklab_mpi INTERFACE MPI::MPI_CXX)
     target_compile_definitions(sinklab_mpi INTERFACE SINKLAB_HAVE_MPI)
     set(SINKLAB_HAVE_MPI ON)
-    message(STATUS "sinklab: MPI ON (${MPI_CXX_LIBRARY_VERSION_STRING}; launcher ${MPIEXEC_EXECUTABLE})")
+    message(STATUS "sinklab: MPI ON (MPI ${MPI_CXX_VERSION}; launcher ${MPIEXEC_EXECUTABLE})")
   elseif(SINKLAB_MPI STREQUAL "ON")
     message(FATAL_ERROR "sinklab: SINKLAB_MPI=ON but no MPI was found (Debian: apt-get install libopenmpi-dev "
                         "openmpi-bin, or run scripts/install-deps.sh)")

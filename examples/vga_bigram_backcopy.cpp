@@ -313,17 +313,14 @@ void train(ex::Run& run, const Context& c, const ex::TensorBank& reference) {
   optim::AdamW<float> opt(params, {.lr = c.s.lr, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8,
                                    .weight_decay = c.s.weight_decay});
   Tape<float> tape;
+  const optim::Schedule constant_lr(optim::ScheduleOptions{});
   ex::train(
       run, model, opt, {.steps = c.s.flags.steps, .eval_every = c.s.log_every, .report = report_line},
       [&](Rng& data) {
         const data::TokenBatch batch = c.task.sample(data, c.s.batch);
         run.see_batch(batch.x);
-        tape.clear();
-        opt.zero_grad();
-        auto loss = model.loss(tape, batch.x, batch.y);
-        tape.backward(loss);
-        opt.step();
-        return loss.item();
+        // No clipping, a constant rate (the paper's setting); data-parallel under --distribute data.
+        return ex::optimisation_step(tape, model, opt, batch, constant_lr, params, /*clip_norm=*/0);
       },
       [&](int64_t step) {
         Snapshot snap;

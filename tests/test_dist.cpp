@@ -109,6 +109,9 @@ TEST_CASE("dist: one process reduces nothing and changes no gradient") {
   CHECK(grads(a) == grads(b));
   CHECK(r.loss == doctest::Approx(a.loss(ta, x).item()));
   CHECK_FALSE(r.stop);
+  CHECK(dp.reductions() == std::vector<int32_t>{1, 1, 1, 1, 0});
+  tb.clear();
+  CHECK(dp.backward(tb, b.loss(tb, x), /*stop=*/true).stop);
   CHECK(&dist::world() == &dist::world());
   CHECK(dist::world().size() == 1);  // not started by mpirun
 }

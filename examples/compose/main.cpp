@@ -22,8 +22,10 @@
 #include "compose.hpp"
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/parallel.hpp"
 #include "sinklab/data/brown.hpp"
 #include "sinklab/data/tokenizer.hpp"
+#include "sinklab/dist/world.hpp"
 #include "sinklab/experiment/cli.hpp"
 #include "sinklab/io/files.hpp"
 
@@ -64,6 +66,8 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember(compose::kVariants));
   app.add_flag("--smoke", smoke, "a few tiny steps on the built-in text (seconds; for CTest)");
   if (int rc = sinklab::experiment::parse(app, argc, argv); rc >= 0) return rc;
+  sinklab::dist::Communicator& comm = sinklab::dist::world();
+  if (comm.rank() != 0) std::freopen("/dev/null", "w", stdout);  // rank 0 reports
   if (smoke) {
     s.steps = 3;
     s.seq_len = 16;
@@ -105,6 +109,10 @@ int run(int argc, char** argv) {
               text.size(), source.c_str(), s.steps, static_cast<long long>(s.batch), static_cast<long long>(s.seq_len),
               static_cast<long long>(s.d_model), static_cast<long long>(s.layers),
               static_cast<long long>(s.heads));
+  if (comm.size() > 1)
+    std::printf("compose: %d ranks x %d threads (%s), each on %lld of every batch's %lld rows\n", comm.size(),
+                sinklab::num_threads(), comm.backend().c_str(), static_cast<long long>(s.batch / comm.size()),
+                static_cast<long long>(s.batch));
 
   const std::vector<compose::Result> results = compose::train_variants(s, only);
 
@@ -131,6 +139,7 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "compose: %s\n", e.what());
+    sinklab::dist::end_all_ranks_on_error(1);
     return 1;
   }
 }

@@ -9,6 +9,9 @@
 
 #include "compose.hpp"
 #include "sinklab/data/split.hpp"
+#include "sinklab/dist/data_parallel.hpp"
+#include "sinklab/dist/shard.hpp"
+#include "sinklab/dist/world.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/optim/schedule.hpp"
@@ -54,7 +57,10 @@ template <class Model>
 Result train(const std::string& name, const nn::ModelConfig& cfg, const Setup& s) {
   Rng rng(s.seed);
   typename Model::template Module<float> model("", cfg, rng);
-  optim::AdamW<float> opt(nn::parameter_list<float>(model), {.lr = s.lr, .beta2 = 0.95, .weight_decay = 0.0});
+  const auto params = nn::parameter_list<float>(model);
+  optim::AdamW<float> opt(params, {.lr = s.lr, .beta2 = 0.95, .weight_decay = 0.0});
+  // Under mpirun each rank trains on its rows of every batch, with gradients averaged.
+  dist::DataParallel<float> dp(dist::world(), params);
   optim::Schedule sched({.decay = optim::Decay::Cosine,
                          .warmup_steps = std::max(1, s.steps / 20),
                          .total_steps = s.steps,
@@ -67,14 +73,13 @@ Result train(const std::string& name, const nn::ModelConfig& cfg, const Setup& s
   double smooth = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (int step = 1; step <= s.steps; ++step) {
-    const data::TokenBatch b = batches.sample(s.batch);
+    const data::TokenBatch b = dist::shard(batches.sample(s.batch), dist::world());
     tape.clear();
     opt.zero_grad();
     auto loss = model.loss(tape, b.x, b.y);
-    tape.backward(loss);
+    const double l = dp.backward(tape, loss).loss;  // the mean over ranks
     opt.set_lr_scale(sched.lr_scale(step - 1));
     opt.step();
-    const double l = loss.item();
     smooth = step == 1 ? l : 0.9 * smooth + 0.1 * l;
     if (step == 1) r.first = l;
     if (step == 1 || step % s.log_every == 0 || step == s.steps)

@@ -59,7 +59,10 @@ for p in "${all[@]}"; do
   expect "$p" refuse $(smoke "$p") --steps abc
   expect "$p" refuse $(smoke "$p") --steps -1
 done
-for p in "${matrix[@]}"; do expect "$p" refuse $(smoke "$p") --seeds x; done
+for p in "${matrix[@]}"; do
+  expect "$p" refuse $(smoke "$p") --seeds x
+  expect "$p" refuse $(smoke "$p") --distribute everything
+done
 for p in "${with_text[@]}"; do
   expect "$p" refuse $(smoke "$p") --text "$work/missing.txt"
   expect "$p" refuse $(smoke "$p") --text "$work/empty.txt"
@@ -84,6 +87,12 @@ done
 if [[ -x "$bench_dir/train_step" ]]; then
   bin="$bench_dir" expect train_step refuse --steps -3
   bin="$bench_dir" expect train_step refuse --no-such-flag
+fi
+
+if [[ -x "$bench_dir/data_parallel" ]]; then
+  bin="$bench_dir" expect data_parallel refuse --ranks 1
+  bin="$bench_dir" expect data_parallel refuse --steps abc
+  bin="$bench_dir" expect data_parallel refuse --no-such-flag
 fi
 
 if [[ $failures -gt 0 ]]; then

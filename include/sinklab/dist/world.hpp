@@ -44,4 +44,11 @@ inline Communicator& world() {
   return *w;
 }
 
+// For a program's top-level error handler, after it printed the error: under an MPI launch of
+// several processes, ends every rank (MPI_Abort), since the others would wait for this one in
+// their next collective; otherwise returns.
+inline void end_all_ranks_on_error(int code) {
+  if (launcher_size() > 1) world().abort(code);
+}
+
 }  // namespace sinklab::dist

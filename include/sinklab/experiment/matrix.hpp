@@ -273,6 +273,7 @@ class Matrix {
           }
           SINKLAB_CHECK(!r.writes() || fs::exists(dir / "result.json"), name_, ": the run ", r.tag(),
                         " returned without finishing (call experiment::train or Run::finish)");
+          if (data_parallel()) comm_->barrier();  // the next run may read this one's files (a retrofit)
           results_.push_back(r.result());
           progress_.print("[" + r.tag() + "] done in " + format_duration(r.result().seconds));
         }
