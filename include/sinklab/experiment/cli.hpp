@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "sinklab/dist/world.hpp"
+
 namespace sinklab::experiment {
 
 struct CommonFlags {
@@ -64,7 +66,8 @@ void preset(const CLI::App& app, const std::string& flag, V& value, const P& pre
 }
 
 // Parses; returns -1 to go on, or the exit code (0 after --help, 2 after an error, which is
-// printed with the flag's name and a pointer to --help).
+// printed with the flag's name and a pointer to --help). Under mpirun, rank 0 alone writes to
+// stdout from here on (every rank's errors still reach stderr).
 inline int parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
@@ -77,6 +80,7 @@ inline int parse(CLI::App& app, int argc, char** argv) {
                  app.get_name().empty() ? "error" : app.get_name().c_str(), e.what());
     return e.get_exit_code() == 0 ? 0 : 2;
   }
+  if (dist::launcher_size() > 1 && dist::world().rank() != 0) std::freopen("/dev/null", "w", stdout);
   return -1;
 }
 

@@ -308,6 +308,10 @@ class Matrix {
         const fs::path dir = run_dir(v, flags_.seeds[si]);
         if (fs::exists(dir / "result.json")) {
           results_.push_back(Run::load(dir));
+          if (!mine(si))
+            progress_.print("[" + v + " s" + std::to_string(flags_.seeds[si]) + "] done on rank " +
+                            std::to_string(si % static_cast<std::size_t>(comm_->size())) + " in " +
+                            format_duration(results_.back().seconds));
           continue;
         }
         SINKLAB_CHECK(interrupted_, name_, ": the run ", v, " s", flags_.seeds[si], " finished on rank ",

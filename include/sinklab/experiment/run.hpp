@@ -228,11 +228,8 @@ class Run {
   }
   // Keeps the logged rows up to `step` (all of them dropped with step < 0) and rewrites both logs.
   void reset_logs(int64_t step) {
-    if (!writes_) {  // the files belong to rank 0; the history is kept in memory alike
-      std::vector<Json> keep;
-      for (auto& j : result_.history)
-        if (step >= 0 && j.value("step", int64_t{-1}) <= step) keep.push_back(std::move(j));
-      result_.history = std::move(keep);
+    if (!writes_) {  // the logs are rank 0's: this rank neither evaluates nor writes
+      result_.history.clear();
       return;
     }
     std::vector<Json> keep;
