@@ -38,7 +38,7 @@ static int run(int argc, char** argv) {
   app.add_option("--lr", lr, "peak learning rate")->check(examples::Positive);
   app.add_option("--context", context, "bytes of context")->check(CLI::Range(1, 16));
   if (int rc = sinklab::experiment::parse(app, argc, argv); rc >= 0) return rc;
-  dist::Communicator& comm = dist::world();  // rank 0 alone prints (experiment::parse)
+  dist::Communicator& comm = dist::world();  // stdout is rank 0's (experiment::parse)
 
   const std::string text(kText);
   const int64_t n = static_cast<int64_t>(text.size()) - context;

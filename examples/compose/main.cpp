@@ -66,7 +66,7 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember(compose::kVariants));
   app.add_flag("--smoke", smoke, "a few tiny steps on the built-in text (seconds; for CTest)");
   if (int rc = sinklab::experiment::parse(app, argc, argv); rc >= 0) return rc;
-  sinklab::dist::Communicator& comm = sinklab::dist::world();  // rank 0 alone prints (experiment::parse)
+  sinklab::dist::Communicator& comm = sinklab::dist::world();  // stdout is rank 0's (experiment::parse)
   if (smoke) {
     s.steps = 3;
     s.seq_len = 16;
