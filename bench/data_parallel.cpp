@@ -269,8 +269,8 @@ int run(const Args& a) {
   const double tokens = double(s.batch * s.T);
   const int n = a.ranks;
   std::printf("\n%-44s %10s %10s %14s\n", "", "ms/step", "tokens/s", "comm wait ms");
-  std::printf("%-44s %10.1f %10.0f %14s\n", (std::to_string(1) + " process x " + std::to_string(n) + " threads").c_str(),
-              1e3 * t1, tokens / t1, "-");
+  std::printf("%-44s %10.1f %10.0f %14s\n", ("1 process x " + std::to_string(n) + " threads").c_str(), 1e3 * t1,
+              tokens / t1, "-");
   std::printf("%-44s %10.1f %10.0f %14.2f\n",
               (std::to_string(n) + " ranks x 1 thread, reduction overlapped").c_str(), 1e3 * on, tokens / on,
               1e3 * wait_on);

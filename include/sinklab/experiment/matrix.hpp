@@ -258,7 +258,10 @@ class Matrix {
           Run r(dir, v, seed, progress_, detail::stop_flag());
           std::unique_ptr<DataParallelRun> shared;
           if (data_parallel()) {
-            shared = std::make_unique<DataParallelRun>(*comm_, detail::stop_flag(), comm_->rank() == 0);
+            // The batch split is announced at the matrix's first data-parallel step.
+            const bool announce = comm_->rank() == 0 && !announced_;
+            shared = std::make_unique<DataParallelRun>(*comm_, detail::stop_flag(), announce);
+            announced_ = true;
             r.train_on(*comm_, shared->agreed_stop());
           }
           detail::ActiveDataParallel active(shared.get());
@@ -351,6 +354,7 @@ class Matrix {
   Progress progress_;
   std::deque<RunResult> results_;  // a deque: pointers to finished runs stay valid
   bool interrupted_ = false;
+  bool announced_ = false;  // the data-parallel batch split was printed
 };
 
 }  // namespace sinklab::experiment
