@@ -25,7 +25,7 @@ const char* part_name(Part p);
 struct Settings {
   int64_t d = 64, seq_len = 32;
   double weight_decay = 1e-4;
-  // NOP (paper: AdamW 3e-3; batch 256 for setup a, 64 for setup b, where a PyTorch reference run saw the sinks form).
+  // NOP (paper: AdamW 3e-3; batch 256 for setup a, 64 for setup b: batches at which the sinks form on two cores).
   double nop_lr = 3e-3, p = 0.5;
   int64_t nop_batch = 256, nop_steps = 1500, nop_eval_every = 50;
   int64_t slow_batch = 64, slow_steps = 25000, slow_eval_every = 250;
