@@ -23,14 +23,13 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.hpp"
+#include "decoder.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/dist/data_parallel.hpp"
 #include "sinklab/dist/shard.hpp"
 #include "sinklab/dist/world.hpp"
-#include "sinklab/nn/transformer.hpp"
-#include "sinklab/optim/adamw.hpp"
 
 #ifndef SINKLAB_MPIEXEC
 #define SINKLAB_MPIEXEC "mpirun"
@@ -41,12 +40,10 @@ using Json = nlohmann::json;
 
 namespace {
 
-struct ModelSize {
-  std::string name;
-  int64_t d, heads, layers, T, batch;
-};
-const ModelSize kSmall{"small", 128, 4, 4, 128, 16};
-const ModelSize kLarge{"large", 256, 8, 6, 256, 8};
+using bench::kLarge;
+using bench::kSmall;
+using bench::ModelSize;
+using Trainer = bench::DecoderSetup;
 
 struct Args {
   ModelSize size = kLarge;
@@ -92,41 +89,6 @@ Args parse(int argc, char** argv) {
   }
   return a;
 }
-
-using Model = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<>, ffn::SwiGLU>;
-
-// The model, its optimiser and the global batch, the same on every rank.
-struct Trainer {
-  explicit Trainer(const ModelSize& s) : rng(1234) {
-    nn::ModelConfig cfg;
-    cfg.vocab = 256;
-    cfg.d_model = s.d;
-    cfg.heads = s.heads;
-    cfg.layers = s.layers;
-    cfg.ffn_hidden = ffn::glu_hidden(s.d);
-    model = std::make_unique<Model::Module<float>>("", cfg, rng);
-    params = nn::parameter_list<float>(*model);
-    opt = std::make_unique<optim::AdamW<float>>(params, optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
-    batch = {Tensor<int32_t>::empty({s.batch, s.T}), Tensor<int32_t>::empty({s.batch, s.T})};
-    for (int64_t i = 0; i < batch.x.numel(); ++i) {
-      batch.x.data()[i] = static_cast<int32_t>(rng.randint(0, 256));
-      batch.y.data()[i] = static_cast<int32_t>(rng.randint(0, 256));
-    }
-  }
-  int64_t elements() const {
-    int64_t n = 0;
-    for (auto* p : params) n += p->numel();
-    return n;
-  }
-  Rng rng;
-  std::unique_ptr<Model::Module<float>> model;
-  std::vector<autodiff::Parameter<float>*> params;
-  std::unique_ptr<optim::AdamW<float>> opt;
-  struct Batch {
-    Tensor<int32_t> x, y;
-  } batch;
-  autodiff::Tape<float> tape;
-};
 
 template <class F>
 std::vector<double> timed(F&& f, int warmup, int steps) {
@@ -176,6 +138,7 @@ int worker(const Args& a) {
     return t;
   };
   std::vector<double> t_on, t_off, t_compute, t_reduce;
+  std::vector<float> all(static_cast<std::size_t>(tr.elements()), 0.0f);  // zeros: a sum keeps them finite
   for (int i = 0; i < a.warmup; ++i) step(on, nullptr, nullptr), step(off, nullptr, nullptr);
   for (int i = 0; i < a.steps; ++i) {
     t_on.push_back(step(on, &wait_on, &backward_on));
@@ -189,7 +152,6 @@ int worker(const Args& a) {
     tr.opt->step();
     t_compute.push_back(bench::now_seconds() - t0);
     // The whole gradient reduced alone, as one buffer: the communication a step needs.
-    std::vector<float> all(static_cast<std::size_t>(tr.elements()), 1.0f);
     comm.barrier();
     t0 = bench::now_seconds();
     comm.all_reduce_sum(all.data(), tr.elements());

@@ -7,8 +7,7 @@
 //              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR] [--precision fp32|bf16]
 //              [--check-finite]
 //
-//   small  bytes (vocab 256), d 128, 4 heads, 4 layers, SwiGLU hidden 344, T 128, batch 16
-//   large  bytes, d 256, 8 heads, 6 layers, SwiGLU hidden ffn::glu_hidden(256) = 688, T 256, batch 8
+// The small and large configs, the model and its batch: bench/decoder.hpp.
 //
 // Each side runs `warmup` untimed steps, then `steps` timed ones; a side's result is the median
 // step time (the median over rounds of the per-round medians with --rounds > 1; rounds alternate
@@ -34,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.hpp"
+#include "decoder.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/autodiff/profile.hpp"
 #include "sinklab/core/cpu_features.hpp"
@@ -50,13 +50,9 @@ using namespace sinklab;
 
 namespace {
 
-struct ModelSize {
-  std::string name;
-  int64_t d, heads, layers, T, batch;
-};
-
-const ModelSize kSmall{"small", 128, 4, 4, 128, 16};
-const ModelSize kLarge{"large", 256, 8, 6, 256, 8};
+using bench::kLarge;
+using bench::kSmall;
+using bench::ModelSize;
 
 struct Args {
   std::vector<ModelSize> configs{kSmall, kLarge};
@@ -116,7 +112,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-using Model = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<>, ffn::SwiGLU>;
 
 struct Result {
   int64_t params = 0;
@@ -128,39 +123,22 @@ struct Result {
 // One model, optimiser and batch; times training steps and forward-only passes.
 class SinklabRun {
  public:
-  SinklabRun(const ModelSize& s, kernels::Precision p) : size_(s), rng_(1234) {
-    tape_.set_precision(p);
-    nn::ModelConfig cfg;
-    cfg.vocab = 256;
-    cfg.d_model = s.d;
-    cfg.heads = s.heads;
-    cfg.layers = s.layers;
-    cfg.ffn_hidden = ffn::glu_hidden(s.d);
-    model_ = std::make_unique<Model::Module<float>>("", cfg, rng_);
-    opt_ = std::make_unique<optim::AdamW<float>>(nn::parameter_list<float>(*model_),
-                                                 optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
-    ids_ = Tensor<int32_t>::empty({s.batch, s.T});
-    targets_ = Tensor<int32_t>::empty({s.batch, s.T});
-    for (int64_t i = 0; i < ids_.numel(); ++i) {
-      ids_.data()[i] = static_cast<int32_t>(rng_.randint(0, 256));
-      targets_.data()[i] = static_cast<int32_t>(rng_.randint(0, 256));
-    }
-  }
-  int64_t params() { return nn::parameter_count<float>(*model_); }
-  int64_t tokens() const { return size_.batch * size_.T; }
+  SinklabRun(const ModelSize& s, kernels::Precision p) : d_(s) { d_.tape.set_precision(p); }
+  int64_t params() const { return d_.elements(); }
+  int64_t tokens() const { return d_.size.batch * d_.size.T; }
 
   float train_step() {
-    tape_.clear();
-    opt_->zero_grad();
-    autodiff::Var<float> loss = model_->loss(tape_, ids_, targets_);
-    tape_.backward(loss);
-    opt_->step();
+    d_.tape.clear();
+    d_.opt->zero_grad();
+    autodiff::Var<float> loss = d_.model->loss(d_.tape, d_.batch.x, d_.batch.y);
+    d_.tape.backward(loss);
+    d_.opt->step();
     return loss.item();
   }
   float forward_only() {
     autodiff::no_grad off;
-    tape_.clear();
-    return model_->loss(tape_, ids_, targets_).item();
+    d_.tape.clear();
+    return d_.model->loss(d_.tape, d_.batch.x, d_.batch.y).item();
   }
 
   // Per-op / per-section times of `steps` training steps, plus the optimiser's share.
@@ -171,32 +149,27 @@ class SinklabRun {
       autodiff::profile::Session on(prof);
       for (int i = 0; i < steps; ++i) {
         double t0 = bench::now_seconds();
-        tape_.clear();
+        d_.tape.clear();
         clear_s += bench::now_seconds() - t0;
         t0 = bench::now_seconds();
-        opt_->zero_grad();
+        d_.opt->zero_grad();
         zero_s += bench::now_seconds() - t0;
         prof.mark();
-        autodiff::Var<float> loss = model_->loss(tape_, ids_, targets_);
-        tape_.backward(loss);
+        autodiff::Var<float> loss = d_.model->loss(d_.tape, d_.batch.x, d_.batch.y);
+        d_.tape.backward(loss);
         t0 = bench::now_seconds();
-        opt_->step();
+        d_.opt->step();
         step_s += bench::now_seconds() - t0;
       }
     }
-    std::printf("\nprofile of sinklab's training step, %s config (%d steps, ms per step)\n", size_.name.c_str(), steps);
+    std::printf("\nprofile of sinklab's training step, %s config (%d steps, ms per step)\n", d_.size.name.c_str(), steps);
     prof.print(stdout, steps);
     std::printf("%-52s %32.2f\n%-52s %32.2f\n%-52s %32.2f\n", "tape.clear() ms/step", 1e3 * clear_s / steps,
                 "AdamW zero_grad ms/step", 1e3 * zero_s / steps, "AdamW step ms/step", 1e3 * step_s / steps);
   }
 
  private:
-  ModelSize size_;
-  Rng rng_;
-  std::unique_ptr<Model::Module<float>> model_;
-  std::unique_ptr<optim::AdamW<float>> opt_;
-  autodiff::Tape<float> tape_;
-  Tensor<int32_t> ids_, targets_;
+  bench::DecoderSetup d_;
 };
 
 template <class F>

@@ -1,7 +1,8 @@
 // A matrix's run trained by every rank together (--distribute data under mpirun), as the
-// shared optimisation step sees it: the step splits the batch it is given over the ranks,
-// averages the gradients (dist::DataParallel) and agrees on the loss, a divergence and a stop.
-// Matrix::run sets it for each run; the step functions of the examples need no change.
+// shared optimisation step (experiment/step.hpp) sees it: prepare() gives this rank's rows of
+// the batch, backward() averages the gradients over the ranks (dist::DataParallel) and agrees on
+// the loss, a divergence and a stop. Matrix::run sets it for each run; the step functions of the
+// examples need no change.
 #pragma once
 #include <atomic>
 #include <cstdio>
@@ -14,8 +15,6 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/dist/data_parallel.hpp"
 #include "sinklab/dist/shard.hpp"
-#include "sinklab/optim/clip.hpp"
-#include "sinklab/optim/schedule.hpp"
 
 namespace sinklab::experiment {
 
@@ -29,29 +28,29 @@ class DataParallelRun {
   int64_t steps() const { return steps_; }
   dist::DataParallel<float>* reducer() const { return dp_.get(); }
 
-  template <class M, class O, class Batch>
-  double step(autodiff::Tape<float>& tape, M& model, O& opt, const Batch& b, const optim::Schedule& sched,
-              const std::vector<autodiff::Parameter<float>*>& params, double clip_norm) {
-    if (!dp_ || params_ != &params) {  // the run's first step: parameters broadcast from rank 0
+  // Before the forward pass: this rank's rows of the global batch. At the run's first step the
+  // parameters are broadcast from rank 0.
+  template <class Batch>
+  Batch prepare(const Batch& b, const std::vector<autodiff::Parameter<float>*>& params) {
+    if (!dp_ || params_ != &params) {
       dp_ = std::make_unique<dist::DataParallel<float>>(*comm_, params);
       params_ = &params;
     }
-    const Batch local = dist::shard(b, *comm_);
-    tape.clear();
-    opt.zero_grad();
-    auto loss = model.loss(tape, local.x, local.y);
+    global_rows_ = b.x.size(0);
+    return dist::shard(b, *comm_);
+  }
+  // The backward pass with the gradients averaged over the ranks; the loss averaged too.
+  double backward(autodiff::Tape<float>& tape, autodiff::Var<float> loss) {
+    SINKLAB_CHECK(dp_ != nullptr, "experiment::DataParallelRun: backward() before prepare()");
     const auto r = dp_->backward(tape, loss, local_stop_->load());
     agreed_stop_.store(r.stop);
     if (announce_) {
       std::printf("data-parallel: %d ranks x %d threads, global batch %lld = %d x %lld rows, %zu gradient buckets\n",
-                  comm_->size(), num_threads(), static_cast<long long>(b.x.size(0)), comm_->size(),
-                  static_cast<long long>(local.x.size(0)), dp_->buckets().size());
+                  comm_->size(), num_threads(), static_cast<long long>(global_rows_), comm_->size(),
+                  static_cast<long long>(global_rows_ / comm_->size()), dp_->buckets().size());
       std::fflush(stdout);
       announce_ = false;
     }
-    if (clip_norm > 0) optim::clip_grad_norm(params, clip_norm);
-    opt.set_lr_scale(sched.lr_scale(opt.step_count()));
-    opt.step();
     ++steps_;
     return r.loss;
   }
@@ -63,6 +62,7 @@ class DataParallelRun {
   std::atomic<bool> agreed_stop_{false};
   std::unique_ptr<dist::DataParallel<float>> dp_;
   const void* params_ = nullptr;
+  int64_t global_rows_ = 0;
   int64_t steps_ = 0;
 };
 

@@ -27,21 +27,26 @@ namespace sinklab::experiment {
 template <class T, class M, class O, class Batch>
 double optimisation_step(autodiff::Tape<T>& tape, M& model, O& opt, const Batch& b, const optim::Schedule& sched,
                          const std::vector<autodiff::Parameter<T>*>& params, double clip_norm) {
-  if (DataParallelRun* dp = active_data_parallel()) {
-    if constexpr (std::is_same_v<T, float>) {
-      return dp->step(tape, model, opt, b, sched, params, clip_norm);
-    } else {
-      SINKLAB_CHECK(false, "experiment: data-parallel training reduces float gradients; this model trains in double");
-    }
-  }
+  DataParallelRun* dp = active_data_parallel();
+  SINKLAB_CHECK((!dp || std::is_same_v<T, float>),
+                "experiment: data-parallel training reduces float gradients; this model trains in double");
+  Batch mine = b;
+  if constexpr (std::is_same_v<T, float>)
+    if (dp) mine = dp->prepare(b, params);  // this rank's rows
   tape.clear();
   opt.zero_grad();
-  auto loss = model.loss(tape, b.x, b.y);
-  tape.backward(loss);
+  auto loss = model.loss(tape, mine.x, mine.y);
+  double value = 0;
+  if constexpr (std::is_same_v<T, float>)
+    if (dp) value = dp->backward(tape, loss);  // gradients and loss averaged over the ranks
+  if (!dp) {
+    tape.backward(loss);
+    value = static_cast<double>(loss.item());
+  }
   if (clip_norm > 0) optim::clip_grad_norm(params, clip_norm);
   opt.set_lr_scale(sched.lr_scale(opt.step_count()));
   opt.step();
-  return static_cast<double>(loss.item());
+  return value;
 }
 
 }  // namespace sinklab::experiment
