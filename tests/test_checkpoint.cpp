@@ -143,13 +143,73 @@ TEST_CASE("load_parameters refuses a wrong shape, a missing or an unexpected ten
     NoMix::Module<float> b("", small(), r2);
     CHECK_THROWS_WITH_AS(io::load_parameters(b, dir / "a.safetensors"),
                          doctest::Contains("unexpected tensor 'mix.anchor_proj.weight'"), Error);
-    io::load_parameters(b, dir / "a.safetensors", {.allow_extra = true});
+    CHECK_THROWS_WITH_AS(io::load_parameters(b, dir / "a.safetensors", {.allow_extra = true}),
+                         doctest::Contains("architecture mix: file 'ExoFormer', model 'None'"), Error);
+    io::load_parameters(b, dir / "a.safetensors", {.allow_extra = true, .check_architecture = false});
     CHECK(b.embed.weight.value.to_vector() == a.embed.weight.value.to_vector());
   }
   SUBCASE("a file that is not a checkpoint") {
     io::write_file_atomically(dir / "junk.safetensors", std::string_view("not a safetensors file"));
     Exo::Module<float> b("", small(), r2);
     CHECK_THROWS_AS(io::load_parameters(b, dir / "junk.safetensors"), Error);
+  }
+}
+
+TEST_CASE("a checkpoint describes its model; a load into a different one names each key on both sides") {
+  TempDir dir;
+  Rng r1(1), r2(2);
+  using Plain = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<>, ffn::SwiGLU>;
+  using Clipped = nn::Transformer<nn::PreNorm<norm::RMS>, attn::Attention<score::ClippedSoftmax>, ffn::SwiGLU>;
+  using VGA = attn::Attention<score::SoftmaxSink, gate::FromValue<gate::per_head, gate::on_values>, value::VScale>;
+  using Gated = nn::Transformer<nn::PreNorm<norm::GatedNorm<norm::RMS, 4>>, VGA, ffn::SwiGLU>;
+  Plain::Module<float> a("", small(), r1);
+  io::save_parameters(a, dir / "a.safetensors", {{"step", "3"}});
+  const io::SafetensorsFile f = io::SafetensorsFile::read(dir / "a.safetensors");
+  CHECK(f.metadata().at("sinklab.model.model") == "decoder");
+  CHECK(f.metadata().at("sinklab.model.attn.score") == "softmax");
+  CHECK(f.metadata().at("sinklab.model.attn.gate") == "none");
+  CHECK(f.metadata().at("sinklab.model.norm") == "RMS");
+  CHECK(f.metadata().at("sinklab.model.norm.eps") == "1e-06");
+  CHECK(f.metadata().at("sinklab.model.attn.qk_norm") == "RMS");
+  CHECK(f.metadata().at("sinklab.model.heads") == "2");
+  CHECK(f.metadata().at("sinklab.model.ffn.hidden") == std::to_string(ffn::glu_hidden(16)));
+  CHECK(f.metadata().at("step") == "3");
+
+  Gated::Module<float> g("", small(), r1);
+  const nn::Architecture ga = g.architecture();
+  CHECK(ga.at("norm") == "GatedNorm");
+  CHECK(ga.at("norm.base") == "RMS");
+  CHECK(ga.at("norm.rank") == "4");
+  CHECK(ga.at("attn.score") == "softmax_sink");
+  CHECK(ga.at("attn.gate") == "from_value");
+  CHECK(ga.at("attn.gate.placement") == "on_values");
+  CHECK(ga.at("attn.gate.granularity") == "per_head");
+  CHECK(ga.at("attn.value") == "vscale");
+  CHECK(ga.at("attn.value.c_scale") == "0.02");
+
+  SUBCASE("same tensors, another score: refused, naming the key, and nothing changes") {
+    Clipped::Module<float> b("", small(), r2);
+    const auto before = snapshot(b);
+    CHECK_THROWS_WITH_AS(io::load_parameters(b, dir / "a.safetensors"),
+                         doctest::Contains("architecture attn.score: file 'softmax', model 'clipped_softmax'"), Error);
+    CHECK(snapshot(b) == before);
+    io::load_parameters(b, dir / "a.safetensors", {.check_architecture = false});
+    CHECK(snapshot(b) == snapshot(a));
+  }
+  SUBCASE("same tensors, another setting") {
+    auto c = small();
+    c.rope_theta = 500000;
+    Plain::Module<float> b("", c, r2);
+    CHECK_THROWS_WITH_AS(io::load_parameters(b, dir / "a.safetensors"),
+                         doctest::Contains("architecture rope_theta: file '10000', model '500000'"), Error);
+  }
+  SUBCASE("a file without a description loads on its shapes") {
+    std::vector<std::pair<std::string, Tensor<float>>> tensors;
+    a.parameters([&](Parameter<float>& p) { tensors.emplace_back(p.name, p.value); });
+    io::save_safetensors<float>(dir / "plain.safetensors", tensors);
+    Plain::Module<float> b("", small(), r2);
+    io::load_parameters(b, dir / "plain.safetensors");
+    CHECK(snapshot(b) == snapshot(a));
   }
 }
 

@@ -11,7 +11,13 @@
 // may differ and is converted), the file may hold nothing else unless allowed, and nothing is
 // written into the model before every check has passed. Errors name the file and the
 // parameters at fault.
+//
+// A module with `architecture()` (nn::Transformer, nn/architecture.hpp) is self-describing: its
+// policies and settings go into the metadata as "sinklab.model.<key>", and a load compares them
+// with the receiving module's, naming each key whose two sides differ. Files without those keys
+// (other tools' files, older checkpoints) load on their shapes alone.
 #pragma once
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -63,6 +69,35 @@ inline void check_tensors(const SafetensorsFile& f, const std::vector<std::pair<
       if (!expected.count(e.name)) pr.add("unexpected tensor '" + e.name + "' " + e.shape_str());
 }
 
+inline constexpr const char* kModelKeyPrefix = "sinklab.model.";
+
+template <class M>
+Metadata architecture_metadata(const M& module) {
+  Metadata m;
+  if constexpr (requires { module.architecture(); })
+    for (const auto& [k, v] : module.architecture()) m[kModelKeyPrefix + k] = v;
+  return m;
+}
+
+// Each key where the file and the module describe different models ("heads: file 4, model 2").
+inline void check_architecture(const Metadata& file, const Metadata& model, Problems& pr) {
+  const std::string prefix = kModelKeyPrefix;
+  const auto described = [&](const Metadata& m) {
+    return std::any_of(m.begin(), m.end(), [&](const auto& kv) { return kv.first.rfind(prefix, 0) == 0; });
+  };
+  if (!described(file) || !described(model)) return;
+  std::set<std::string> keys;
+  for (const Metadata* m : {&file, &model})
+    for (const auto& [k, v] : *m)
+      if (k.rfind(prefix, 0) == 0) keys.insert(k);
+  for (const std::string& k : keys) {
+    const auto f = file.find(k), m = model.find(k);
+    const std::string fv = f == file.end() ? "<absent>" : "'" + f->second + "'";
+    const std::string mv = m == model.end() ? "<absent>" : "'" + m->second + "'";
+    if (fv != mv) pr.add("architecture " + k.substr(prefix.size()) + ": file " + fv + ", model " + mv);
+  }
+}
+
 }  // namespace detail
 
 // Writes every parameter's value (in the module's element type) and the metadata.
@@ -74,11 +109,12 @@ void save_parameters(M& module, const std::filesystem::path& path, const Metadat
                   path.string(), "')");
     w.add(p.name, p.value);
   });
-  w.metadata(metadata).write(path);
+  w.metadata(metadata).metadata(detail::architecture_metadata(module)).write(path);
 }
 
 struct CheckpointLoadOptions {
-  bool allow_extra = false;  // tolerate tensors in the file that the module does not have
+  bool allow_extra = false;         // tolerate tensors in the file that the module does not have
+  bool check_architecture = true;   // compare the file's sinklab.model.* metadata with the module's
 };
 
 // Fills every parameter of `module` from `path`; returns the file's metadata.
@@ -88,6 +124,7 @@ Metadata load_parameters(M& module, const std::filesystem::path& path, const Che
   std::vector<std::pair<std::string, Shape>> want;
   module.parameters([&](auto& p) { want.emplace_back(p.name, p.shape()); });
   detail::Problems pr{"load_parameters", path.string(), {}};
+  if (opt.check_architecture) detail::check_architecture(f.metadata(), detail::architecture_metadata(module), pr);
   detail::check_tensors(f, want, opt.allow_extra, pr);
   pr.raise_if_any();
   module.parameters([&](auto& p) { f.read_into(p.name, p.value); });

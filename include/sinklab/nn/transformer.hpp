@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/nn/architecture.hpp"
 #include "sinklab/nn/layers.hpp"
 #include "sinklab/nn/linear.hpp"
 #include "sinklab/nn/pos.hpp"
@@ -123,6 +124,33 @@ struct Transformer {
       Var<T> m = max(lg, -1, true);
       Var<T> lse = sum(log(sum(exp(lg - m), -1, true)) + m, -1);  // [B, T], over every position
       return ce + mean(square(lse)) * cfg.z_loss;
+    }
+
+    // The policies and settings that fix what the weights compute (nn/architecture.hpp).
+    Architecture architecture() const {
+      using detail::arch_text;
+      Architecture a;
+      a["model"] = causal ? "decoder" : "encoder";
+      a["vocab"] = arch_text(cfg.vocab);
+      a["d_model"] = arch_text(cfg.d_model);
+      a["layers"] = arch_text(cfg.layers);
+      a["rope_theta"] = arch_text(cfg.rope_theta);
+      a["tie_embeddings"] = arch_text(cfg.tie_embeddings);
+      a["z_loss"] = arch_text(cfg.z_loss);
+      a["residual_clip"] = arch_text(cfg.residual_clip);
+      a["embed_scale"] = arch_text(cfg.embed_scale > 0);
+      a["pos"] = Pos::name;
+      if constexpr (!pos::is_rotary_v<Pos>) a["max_len"] = arch_text(cfg.max_len);
+      a["tokens"] = Tokens::name;
+      a["tokens.count"] = arch_text(tokens.extra());
+      a["tokens.offset"] = arch_text(tokens.offset());
+      a["mix"] = Mix::name;
+      const auto& l0 = this->layers.front();
+      describe_norm<typename Block::norm_policy>(a, "norm", l0.attn_norm);
+      describe_attention<Attn>(a, l0.attn);
+      a["ffn"] = FFN::name;
+      if constexpr (requires { l0.ffn.hidden; }) a["ffn.hidden"] = arch_text(l0.ffn.hidden);
+      return a;
     }
 
     template <class V>
