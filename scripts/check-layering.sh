@@ -13,6 +13,8 @@
 #   nn                            modules and models (attention, norms, FFNs, positions, mixing)
 #   optim | probe | quant         what trains, measures or quantises a model
 #   data                          datasets and batchers
+#   interop                       other tools' formats for models and probes (Hugging Face Llama
+#                                 checkpoints, probe export for notebooks)
 #   dist                          communicators (one process, MPI; NCCL under cuda/) and data-parallel
 #                                 gradient reduction over the tape's hooks
 #   experiment                    run matrices, run directories, reports
@@ -32,6 +34,7 @@ declare -A allowed=(
   [probe]="core policy autodiff nn io probe"
   [quant]="core policy autodiff nn quant"
   [data]="core io data"
+  [interop]="core io policy autodiff nn probe interop"
   [dist]="core autodiff dist"
   [experiment]="core io policy autodiff nn optim probe quant data dist experiment"
   [cuda]="core policy kernels dist cuda"

@@ -20,6 +20,8 @@ packages=(
   zlib1g-dev
   libopenmpi-dev
   openmpi-bin
+  python3-torch  # the PyTorch parity and Llama import tests (~1 min to install; they skip without it)
+  python3-numpy
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
