@@ -36,6 +36,7 @@
 #include "sinklab/io/safetensors.hpp"
 #include "sinklab/nn/architecture.hpp"
 #include "sinklab/nn/attention.hpp"
+#include "sinklab/nn/intervention.hpp"
 #include "sinklab/nn/ffn.hpp"
 #include "sinklab/nn/linear.hpp"
 #include "sinklab/nn/mix.hpp"

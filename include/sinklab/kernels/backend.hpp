@@ -52,6 +52,15 @@ struct AttentionOptions {
   int64_t block_k = 128;  // keys of a key block
 };
 
+// An elementwise edit y = scale ⊙ x + shift of a tensor a kernel forms on the way (the attention
+// weights, a gate's values): what a probe's interventions (nn/intervention.hpp) ask of the
+// materialised attention. Both tensors have the edited tensor's shape; undefined: no edit.
+template <class T, class Device = sinklab::cpu>
+struct Edit {
+  Tensor<T, Device> scale, shift;
+  bool active() const { return scale.defined(); }
+};
+
 template <class T>
 struct MixPair {  // the anchor-mixing node's operands (autodiff/ops/mix.hpp)
   const T* a = nullptr;               // anchor [B, H, L, C]

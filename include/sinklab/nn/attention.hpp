@@ -23,6 +23,7 @@
 #include "sinklab/autodiff/ops/heads.hpp"
 #include "sinklab/autodiff/ops/rope.hpp"
 #include "sinklab/nn/init.hpp"
+#include "sinklab/nn/intervention.hpp"
 #include "sinklab/nn/module.hpp"
 #include "sinklab/nn/norm.hpp"
 #include "sinklab/nn/projection.hpp"
@@ -62,6 +63,8 @@ struct Extras {
   // Anchor mixing: rewrites the projections; x is the layer's (normed) input, for dynamic
   // per-token coefficients.
   std::function<void(Tape<T>&, Var<T> x, Projections<T>&)> mix;
+  // This layer's interventions (nn/intervention.hpp); null or empty: none.
+  const std::vector<nn::Intervention>* interventions = nullptr;
 };
 
 template <class Score = score::Softmax, class Gate = gate::None, class Value = value::Identity,
@@ -169,8 +172,9 @@ struct Attention {
       if (cfg.rope) rope_table.ensure(x.shape()[1], dh, cfg.rope_theta);
       // Nothing between the projection and the attention kernel, nor between it and W_O: q, k
       // and v are read in place and the output is written token-major (no split or merge).
+      const bool intervened = ex.interventions && !ex.interventions->empty();
       if constexpr (!Gate::enabled && Value::identity) {
-        if (!cfg.qk_norm && !ex.mix && !ex.probe)
+        if (!cfg.qk_norm && !ex.mix && !ex.probe && !intervened)
           return matmul(nn::projection_input(tape, core_from_projection(tape, qkv, ex), w_o), tape.param(w_o));
       }
       // With nothing between the split and RoPE (no mixing, no QK-norm), q and k are rotated
@@ -180,11 +184,16 @@ struct Attention {
         return rope_on_split ? autodiff::rope_heads(qkv, col0, n, dh, rope_table) : autodiff::split_heads(qkv, col0, n, dh);
       };
       Projections<T> p{heads(0, H), heads(H * dh, Hkv), autodiff::split_heads(qkv, (H + Hkv) * dh, Hkv, dh), Var<T>{}};
+      const Var<T> edited_v = edited(tape, p.v, nn::Site::Value, "key/value heads", ex);
+      const bool value_edited = edited_v.id != p.v.id;
+      p.v = edited_v;  // what reads v sees the edit, VGA's gate included
       if constexpr (Gate::enabled) {
         if constexpr (Gate::source == gate::Source::FromAnchor) {
           p.gate = ex.gate_logits;
         } else {
-          Var<T> src = Gate::source == gate::Source::FromInput ? x : slice(qkv, 2, (H + Hkv) * dh, (H + 2 * Hkv) * dh);
+          Var<T> src = Gate::source == gate::Source::FromInput ? x
+                       : value_edited ? autodiff::merge_heads(p.v)
+                                      : slice(qkv, 2, (H + Hkv) * dh, (H + 2 * Hkv) * dh);
           Var<T> lg = matmul(nn::projection_input(tape, src, w_gate), tape.param(w_gate));
           if (b_gate.value.defined()) lg = lg + tape.param(b_gate);
           p.gate = autodiff::split_heads(lg, 0, gate_heads, gate_channels);
@@ -206,7 +215,7 @@ struct Attention {
         p.q = autodiff::rope(p.q, rope_table, 0);
         p.k = autodiff::rope(p.k, rope_table, 0);
       }
-      Var<T> o = core(tape, p, ex);
+      Var<T> o = edited(tape, core(tape, p, ex), nn::Site::HeadOutput, "query heads", ex);
       Var<T> y = matmul(nn::projection_input(tape, autodiff::merge_heads(o), w_o), tape.param(w_o));
       if (ex.probe) ex.probe->output = y.value();
       return y;
@@ -243,7 +252,32 @@ struct Attention {
     }
 
     Var<T> core(Tape<T>& tape, const Projections<T>& p, const Extras<T>& ex) {
-      return autodiff::attention(call(tape, ex), p.q, p.k, p.v, p.gate);
+      Call c = call(tape, ex);
+      if (ex.interventions && !ex.interventions->empty()) {
+        const std::vector<nn::Intervention>& ivs = *ex.interventions;
+        const int64_t B = p.q.shape()[0], T_ = p.q.shape()[2], S = p.k.shape()[2];
+        c.weight_edit = nn::site_edit<T>(ivs, nn::Site::AttentionRow, Shape{B, H, T_, S}, name, "query heads");
+        if constexpr (Gate::enabled) {
+          c.gate_edit = nn::site_edit<T>(ivs, nn::Site::Gate, p.gate.shape(), name,
+                                         gate_on_values ? "key/value heads" : "query heads");
+        } else {
+          for (const nn::Intervention& iv : ivs)
+            SINKLAB_CHECK(iv.site != nn::Site::Gate, name, ": intervention ", iv.describe(),
+                          ": this attention has no gate (gate::None)");
+        }
+        SINKLAB_CHECK(ex.probe || (!c.weight_edit.active() && !c.gate_edit.active()), name,
+                      ": interventions on attention rows and gates run on the materialised attention; probe it with "
+                      "attention recorded (ModelProbe::attention = true)");
+      }
+      return autodiff::attention(c, p.q, p.k, p.v, p.gate);
+    }
+
+    // x with this layer's interventions at `site` applied (x itself when there are none).
+    Var<T> edited(Tape<T>& tape, Var<T> x, nn::Site site, const char* heads_kind, const Extras<T>& ex) {
+      if (!ex.interventions || ex.interventions->empty()) return x;
+      const autodiff::Edit<T> e = nn::site_edit<T>(*ex.interventions, site, x.shape(), name, heads_kind);
+      if (!e.active()) return x;
+      return x * tape.constant(e.scale) + tape.constant(e.shift);
     }
 
     Var<T> core_from_projection(Tape<T>& tape, Var<T> qkv, const Extras<T>& ex) {

@@ -73,6 +73,7 @@ template <class T>
 struct ModelProbe {
   bool attention = true;   // record attention maps (takes the materialised T×T path)
   bool gradients = false;  // record gradients of the residual stream and branches
+  std::vector<Intervention> interventions;  // edits applied during the probed pass (nn/intervention.hpp)
   Tensor<T> embeddings;    // [B, T, D] input of the first layer (after positions and tokens)
   Tensor<T> final_hidden;  // [B, T, D] after the final norm
   std::vector<LayerRecord<T>> layers;
@@ -173,9 +174,16 @@ struct LayerStack {
         probe->layers.resize(layers.size());
         probe->embeddings = h.value();
       }
+      std::vector<std::vector<Intervention>> edits(layers.size());
+      for (const Intervention& iv : probe ? probe->interventions : std::vector<Intervention>{}) {
+        SINKLAB_CHECK(iv.layer >= 0 && iv.layer < static_cast<int64_t>(layers.size()), "intervention ",
+                      iv.describe(), ": the model has ", layers.size(), " layers");
+        edits[static_cast<std::size_t>(iv.layer)].push_back(iv);
+      }
       for (std::size_t i = 0; i < layers.size(); ++i) {
         ::sinklab::attn::Extras<T> ex;
         ex.kv_lengths = kv_lengths;
+        ex.interventions = &edits[i];
         ex.mix = mixer.hook(static_cast<int64_t>(i));
         LayerRecord<T>* rec = probe ? &probe->layers[i] : nullptr;
         if (rec && probe->attention) ex.probe = &rec->attn;

@@ -20,6 +20,10 @@
 
 namespace sinklab::autodiff {
 
+// An elementwise edit scale ⊙ x + shift of a tensor the attention forms (kernels/backend.hpp).
+template <class T, class D = cpu>
+using Edit = kernels::Edit<T, D>;
+
 // What one attention call hands to diagnostics (the latest call is kept).
 template <class T, class D = cpu>
 struct AttentionRecorder {
@@ -57,6 +61,10 @@ struct AttentionCall {
   std::vector<Var<T, D>> score_vars, value_vars;
   kernels::AttentionOptions options{};
   AttentionRecorder<T, D>* recorder = nullptr;  // non-null: the materialised kernels, recorded
+  // Interventions (nn/intervention.hpp), on the materialised path only: the gate values become
+  // scale ⊙ σ(logits) + shift (shapes of the gate logits), the attention weights scale ⊙ A + shift
+  // ([B, H, T, S]); gradients flow through the edited values.
+  Edit<T, D> gate_edit, weight_edit;
 };
 
 // q [B, H, T, d], k and v [B, H_kv, S, d], gate logits [B, gate heads, T or S, G] (undefined
@@ -68,15 +76,19 @@ Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<
   Tape<T, D>& tape = *q_.tape;
   AttentionRecorder<T, D>* rec = c.recorder;
 
+  SINKLAB_CHECK(rec || (!c.gate_edit.active() && !c.weight_edit.active()),
+                "autodiff::attention: an intervention on the gates or the attention weights runs on the materialised "
+                "path; give the call a recorder (a probe with attention recorded)");
+  SINKLAB_CHECK(Gate::enabled || !c.gate_edit.active(), "autodiff::attention: a gate intervention without a gate");
   const Tensor<T, D> q = q_.value(), k = k_.value(), v = v_.value();
   const Tensor<T, D> g = Gate::enabled ? gate_.value() : Tensor<T, D>{};
   const Tensor<T, D> vhat = K::value_transform_forward(c.value, v, c.value_params);
   Tensor<T, D> vt = vhat;
-  if constexpr (Call::gate_on_values) vt = K::gate_forward(c.gate, vhat, g);
+  if constexpr (Call::gate_on_values) vt = K::gate_forward(c.gate, vhat, g, c.gate_edit);
   typename K::template AttentionForward<T, D> fwd;
   if (rec) {
     fwd = K::attention_reference_forward(c.score, c.mask, q, k, vt, c.score_params, c.options, &rec->weights,
-                                         &rec->logits);
+                                         &rec->logits, c.weight_edit);
     rec->lse = fwd.lse;
     ++rec->calls;
     rec->keys = k;
@@ -84,12 +96,12 @@ Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<
     rec->values = v;
     rec->value_norms = K::row_norms(v);
     rec->transformed_value_norms = K::row_norms(vt);
-    if constexpr (Gate::enabled) rec->gate_values = K::gate_values(c.gate, g);
+    if constexpr (Gate::enabled) rec->gate_values = K::gate_values(c.gate, g, c.gate_edit);
   } else {
     fwd = K::attention_fused_forward(c.score, c.mask, q, k, vt, c.score_params, c.options);
   }
   Tensor<T, D> out = fwd.out;
-  if constexpr (Call::gate_on_output) out = K::gate_forward(c.gate, fwd.out, g);
+  if constexpr (Call::gate_on_output) out = K::gate_forward(c.gate, fwd.out, g, c.gate_edit);
 
   std::vector<Var<T, D>> inputs{q_, k_, v_};
   if constexpr (Gate::enabled) inputs.push_back(gate_);
@@ -98,15 +110,16 @@ Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<
   return tape.record(out, inputs, [=](Tape<T, D>& t, const Tensor<T, D>& dout) {
     Tensor<T, D> d_core = dout, dgate;
     if constexpr (Call::gate_on_output) {
-      auto gg = K::gate_backward(c.gate, fwd.out, g, dout);
+      auto gg = K::gate_backward(c.gate, fwd.out, g, dout, c.gate_edit);
       d_core = gg.dx;
       dgate = gg.dlogit;
     }
-    auto grads = rec ? K::attention_reference_backward(c.score, c.mask, q, k, vt, c.score_params, d_core, c.options)
+    auto grads = rec ? K::attention_reference_backward(c.score, c.mask, q, k, vt, c.score_params, d_core, c.options,
+                                                       c.weight_edit)
                      : K::attention_fused_backward(c.score, c.mask, q, k, vt, c.score_params, fwd, d_core, c.options);
     Tensor<T, D> dvhat = grads.dv;
     if constexpr (Call::gate_on_values) {
-      auto gg = K::gate_backward(c.gate, vhat, g, grads.dv);
+      auto gg = K::gate_backward(c.gate, vhat, g, grads.dv, c.gate_edit);
       dvhat = gg.dx;
       dgate = gg.dlogit;
     }

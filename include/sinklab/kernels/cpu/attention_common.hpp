@@ -253,5 +253,22 @@ inline double score_scale(const AttentionOptions& opt, int64_t d) {
 template <class T>
 using batch = xsimd::batch<T>;
 
+// An active edit must match the tensor it edits.
+template <class T, class Dev>
+void check_edit(const char* kernel, const Edit<T, Dev>& e, const Shape& shape) {
+  if (!e.active()) return;
+  SINKLAB_CHECK(e.scale.shape() == shape && e.shift.shape() == shape && e.scale.is_contiguous() &&
+                    e.shift.is_contiguous(),
+                kernel, ": an edit's scale ", e.scale.shape(), " and shift ",
+                e.shift.defined() ? e.shift.shape() : Shape{}, " must be contiguous and of the edited shape ", shape);
+}
+// x[i] ← scale[offset + i]·x[i] + shift[offset + i] for i < n.
+template <class T, class Dev>
+void apply_edit(const Edit<T, Dev>& e, T* x, int64_t offset, int64_t n) {
+  const T* s = e.scale.data() + offset;
+  const T* b = e.shift.data() + offset;
+  for (int64_t i = 0; i < n; ++i) x[i] = s[i] * x[i] + b[i];
+}
+
 }  // namespace detail
 }  // namespace sinklab::kernels::cpu

@@ -63,13 +63,15 @@ void reference_head(const Score& score, const typename Score::template Args<T>& 
 
 // Forward. When `probs` / `logits` are given they receive the weights a_ij (what multiplies the
 // values: after clipping or the point-wise map; 0 at masked keys) and the scaled logits (after
-// the score's logits transform, if any; −inf at masked keys), both [B, H, T, S].
+// the score's logits transform, if any; −inf at masked keys), both [B, H, T, S]. An active
+// `edit` [B, H, T, S] replaces the weights by scale ⊙ a + shift before they multiply the values
+// (a probe's intervention on attention rows); `probs` then holds the edited weights.
 template <class Score, class Mask, class T, HostDevice Dev>
 AttentionForward<T, Dev> attention_reference_forward(const Score& score, const Mask&, const Tensor<T, Dev>& q_,
                                                 const Tensor<T, Dev>& k_, const Tensor<T, Dev>& v_,
                                                 const score::params_t<Score, T, Dev>& params,
                                                 const AttentionOptions& opt = {}, Tensor<T, Dev>* probs = nullptr,
-                                                Tensor<T, Dev>* logits = nullptr) {
+                                                Tensor<T, Dev>* logits = nullptr, const Edit<T, Dev>& edit = {}) {
   detail::require_float<T>();
   static_assert(score::is_policy_v<Score>, "attention_reference_forward: Score must be a sinklab::score policy");
   static_assert(mask::is_policy_v<Mask>,
@@ -77,6 +79,7 @@ AttentionForward<T, Dev> attention_reference_forward(const Score& score, const M
   constexpr const char* kernel = "attention_reference_forward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
+  detail::check_edit(kernel, edit, Shape{dm.B, dm.H, dm.T, dm.S});
   const Tensor<T, Dev> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous();
   constexpr bool normalised = Score::family == score::Family::Normalised;
 
@@ -101,6 +104,7 @@ AttentionForward<T, Dev> attention_reference_forward(const Score& score, const M
       T* lse = normalised ? res.lse.data() + bh * dm.T : nullptr;
       detail::reference_head<Score, Mask>(score, args, h, dm, Q, K, scale, detail::kv_length(opt, b, dm.S), s, a,
                                           p_buf.data(), lse);
+      if (edit.active()) detail::apply_edit(edit, a, bh * TS, TS);
       gemm(Trans::N, Trans::N, dm.T, dm.d, dm.S, T(1), a, dm.S, V, dm.d, T(0), res.out.data() + bh * dm.T * dm.d, dm.d);
     }
   });
@@ -108,16 +112,18 @@ AttentionForward<T, Dev> attention_reference_forward(const Score& score, const M
 }
 
 // Backward from dL/dout; recomputes everything from q, k, v (it does not trust `fwd` beyond
-// its shape, so it checks the fused path independently).
+// its shape, so it checks the fused path independently). With the forward's `edit`, dV uses the
+// edited weights and dA = scale ⊙ dO·Vᵀ reaches the score.
 template <class Score, class Mask, class T, HostDevice Dev>
 AttentionGrads<T, Score, Dev> attention_reference_backward(const Score& score, const Mask&, const Tensor<T, Dev>& q_,
                                                       const Tensor<T, Dev>& k_, const Tensor<T, Dev>& v_,
                                                       const score::params_t<Score, T, Dev>& params, const Tensor<T, Dev>& dout_,
-                                                      const AttentionOptions& opt = {}) {
+                                                      const AttentionOptions& opt = {}, const Edit<T, Dev>& edit = {}) {
   detail::require_float<T>();
   constexpr const char* kernel = "attention_reference_backward";
   const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
   detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
+  detail::check_edit(kernel, edit, Shape{dm.B, dm.H, dm.T, dm.S});
   SINKLAB_CHECK(dout_.shape() == q_.shape(), kernel, ": dout ", dout_.shape(), " must have the shape of q ",
                 q_.shape());
   const Tensor<T, Dev> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous();
@@ -149,8 +155,13 @@ AttentionGrads<T, Score, Dev> attention_reference_backward(const Score& score, c
         const T* dO = dout.data() + bh * dm.T * dm.d;
         detail::reference_head<Score, Mask>(score, args, h, dm, Q, K, scale, kvlen, s.data(), a.data(), p.data(),
                                             lse.data(), tg.data());
-        // dA = dO·Vᵀ, then dS in place of dA.
+        // dA = dO·Vᵀ (times the edit's scale), then dS in place of dA.
         gemm(Trans::N, Trans::T, dm.T, dm.S, dm.d, T(1), dO, dm.d, V, dm.d, T(0), da.data(), dm.S);
+        if (edit.active()) {
+          detail::apply_edit(edit, a.data(), bh * TS, TS);
+          const T* es = edit.scale.data() + bh * TS;
+          for (int64_t e = 0; e < TS; ++e) da[e] *= es[e];
+        }
         for (int64_t i = 0; i < dm.T; ++i) {
           const int64_t e = Mask::key_end(i, dm.T, dm.S, kvlen);
           T* dsr = da.data() + i * dm.S;
