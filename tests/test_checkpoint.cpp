@@ -175,6 +175,14 @@ TEST_CASE("a checkpoint describes its model; a load into a different one names e
   CHECK(f.metadata().at("sinklab.model.ffn.hidden") == std::to_string(ffn::glu_hidden(16)));
   CHECK(f.metadata().at("step") == "3");
 
+  using Enc = attn::Attention<score::Softmax, gate::None, value::Identity, mask::Bidirectional>;
+  using V = nn::ViT<nn::PreNorm<norm::LayerNorm>, Enc, ffn::GeluMLP, tokens::Registers>;
+  V::Module<float> vit("", nn::VitConfig{.image_h = 8, .image_w = 8, .patch = 4, .d_model = 16, .layers = 1}, r1);
+  CHECK(vit.architecture().at("model") == "vit");
+  CHECK(vit.architecture().at("attn.mask") == "bidirectional");
+  CHECK(vit.architecture().at("tokens.count") == "4");
+  CHECK(vit.architecture().at("norm.eps") == "1e-05");
+
   Gated::Module<float> g("", small(), r1);
   const nn::Architecture ga = g.architecture();
   CHECK(ga.at("norm") == "GatedNorm");

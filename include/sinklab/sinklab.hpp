@@ -31,6 +31,7 @@
 #include "sinklab/dist/world.hpp"
 #include "sinklab/experiment/experiment.hpp"
 #include "sinklab/interop/llama.hpp"
+#include "sinklab/interop/probe_export.hpp"
 #include "sinklab/io/checkpoint.hpp"
 #include "sinklab/io/metrics_log.hpp"
 #include "sinklab/io/safetensors.hpp"

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "sinklab/nn/architecture.hpp"
 #include "sinklab/nn/layers.hpp"
 #include "sinklab/nn/linear.hpp"
 #include "sinklab/nn/tokens.hpp"
@@ -158,6 +159,29 @@ struct ViT {
       SINKLAB_CHECK(labels.rank() == 1 && labels.size(0) == images.size(0), "ViT '", name, "': labels of shape ",
                     labels.shape(), ", expected [", images.size(0), "]");
       return cross_entropy(logits(tape, images, probe), labels);
+    }
+
+    // The policies and settings that fix what the weights compute (nn/architecture.hpp).
+    Architecture architecture() const {
+      using detail::arch_text;
+      Architecture a;
+      a["model"] = "vit";
+      a["image"] = arch_text(cfg.image_h) + "x" + arch_text(cfg.image_w) + "x" + arch_text(cfg.channels);
+      a["patch"] = arch_text(cfg.patch);
+      a["classes"] = arch_text(cfg.classes);
+      a["d_model"] = arch_text(cfg.d_model);
+      a["layers"] = arch_text(cfg.layers);
+      a["residual_clip"] = arch_text(cfg.residual_clip);
+      a["tokens"] = Tokens::name;
+      a["tokens.count"] = arch_text(registers.extra());
+      a["tokens.offset"] = arch_text(registers.offset());
+      a["mix"] = Mix::name;
+      const auto& l0 = this->layers.front();
+      describe_norm<typename Block::norm_policy>(a, "norm", l0.attn_norm);
+      describe_attention<Attn>(a, l0.attn);
+      a["ffn"] = FFN::name;
+      if constexpr (requires { l0.ffn.hidden; }) a["ffn.hidden"] = arch_text(l0.ffn.hidden);
+      return a;
     }
 
     template <class V>
