@@ -1,6 +1,8 @@
 // io/checkpoint.hpp: parameters and AdamW state round-trip through safetensors files; strict,
 // all-or-nothing loading with messages that name the file and the parameter.
 #include <doctest/doctest.h>
+
+#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,16 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("sinklab_ckpt_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
+using sinklab_test::TempDir;
 
 using GA = attn::Attention<score::Softmax, gate::FromInput<gate::per_channel, gate::on_output>>;
 using Exo = nn::Transformer<nn::PreNorm<norm::RMS>, GA, ffn::SwiGLU, pos::RoPE, tokens::Sink,

@@ -4,6 +4,8 @@
 // what the importer refuses is refused with the reason. The comparison with PyTorch on the same
 // weights is tests/scripts/torch_parity.sh llama.
 #include <doctest/doctest.h>
+
+#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,14 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("sinklab_llama_test_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using sinklab_test::TempDir;
 
 nlohmann::json config() {
   return {{"model_type", "llama"}, {"vocab_size", 19},      {"hidden_size", 24},       {"intermediate_size", 40},

@@ -2,6 +2,8 @@
 // as it was, index.json describes each one, report.jsonl holds the model report, and an
 // independent Python reader opens the file (skipped without python3).
 #include <doctest/doctest.h>
+
+#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include "skip.hpp"
@@ -22,10 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("sinklab_probe_export_" + std::to_string(::getpid()));
-  ~TempDir() { fs::remove_all(path); }
-};
+using sinklab_test::TempDir;
 
 using VGA = attn::Attention<score::SoftmaxSink, gate::FromValue<gate::per_head, gate::on_values>>;
 using Model = nn::Transformer<nn::PreNorm<norm::RMS>, VGA, ffn::SwiGLU>;

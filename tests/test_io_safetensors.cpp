@@ -1,4 +1,6 @@
 #include <doctest/doctest.h>
+
+#include "temp_dir.hpp"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,17 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("sinklab_io_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
+using sinklab_test::TempDir;
 
 template <class T>
 bool same(const Tensor<T>& a, const Tensor<T>& b) {

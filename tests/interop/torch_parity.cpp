@@ -118,8 +118,8 @@ int run_all(const std::string& command, const fs::path& dir) {
   one(std::type_identity<nn::Transformer<RMS, Attn<score::SoftmaxSink>, ffn::SwiGLU>>{}, "learnable_sink", cfg());
   one(std::type_identity<nn::Transformer<nn::PreNorm<norm::GatedNorm<norm::RMS, 8>>, Attn<>, ffn::SwiGLU>>{},
       "gated_norm", cfg());
-  one(std::type_identity<nn::Transformer<nn::PreNorm<norm::PreAffineRMS>, Attn<>, ffn::SwiGLU>>{}, "pre_affine",
-      cfg());
+  one(std::type_identity<nn::Transformer<nn::PreNorm<norm::PreAffineRMS>, Attn<>, ffn::SwiGLU>>{}, "pre_affine_clip",
+      with([](auto& c) { c.residual_clip = 1.5; }));
   one(std::type_identity<nn::Transformer<nn::PreNorm<norm::DyT>, Attn<>, ffn::SwiGLU>>{}, "dyt",
       with([](auto& c) { c.embed_scale = 2.0; }));
   return failures;

@@ -87,4 +87,15 @@ void describe_attention(Architecture& a, const M& m) {
   }
 }
 
+// A block stack's pieces, read off its first layer (every layer has the same policies): the
+// norm, the attention, the feed-forward and the mixing across layers.
+template <class Block, class Attn, class FFN, class Mix, class Layer>
+void describe_blocks(Architecture& a, const Layer& l0) {
+  describe_norm<typename Block::norm_policy>(a, "norm", l0.attn_norm);
+  describe_attention<Attn>(a, l0.attn);
+  a["ffn"] = FFN::name;
+  if constexpr (requires { l0.ffn.hidden; }) a["ffn.hidden"] = detail::arch_text(l0.ffn.hidden);
+  a["mix"] = Mix::name;
+}
+
 }  // namespace sinklab::nn

@@ -24,6 +24,7 @@
 // recording (ModelProbe::attention, the default).
 #pragma once
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,13 +67,15 @@ struct Intervention {
     return *this;
   }
 
-  // "layer 1 head_output head 2 token 0 (batch all): x <- 0·x"
+  // "layer 1 head_output head 2 token 0 (batch all): x <- 0.5·x"
   std::string describe() const {
-    std::string s = "layer " + std::to_string(layer) + " " + site_name(site) + " head " + std::to_string(head) +
-                    " token " + std::to_string(token) + " (batch " + (batch < 0 ? std::string("all") : std::to_string(batch)) +
-                    "): x <- " + std::to_string(scale) + "·x";
-    if (!shift.empty()) s += " + [" + std::to_string(shift.size()) + " values]";
-    return s;
+    std::ostringstream os;
+    os << "layer " << layer << " " << site_name(site) << " head " << head << " token " << token << " (batch ";
+    if (batch < 0) os << "all";
+    else os << batch;
+    os << "): x <- " << scale << "·x";
+    if (!shift.empty()) os << " + [" << shift.size() << " values]";
+    return os.str();
   }
 };
 

@@ -175,12 +175,7 @@ struct ViT {
       a["tokens"] = Tokens::name;
       a["tokens.count"] = arch_text(registers.extra());
       a["tokens.offset"] = arch_text(registers.offset());
-      a["mix"] = Mix::name;
-      const auto& l0 = this->layers.front();
-      describe_norm<typename Block::norm_policy>(a, "norm", l0.attn_norm);
-      describe_attention<Attn>(a, l0.attn);
-      a["ffn"] = FFN::name;
-      if constexpr (requires { l0.ffn.hidden; }) a["ffn.hidden"] = arch_text(l0.ffn.hidden);
+      describe_blocks<Block, Attn, FFN, Mix>(a, this->layers.front());
       return a;
     }
 
