@@ -10,13 +10,17 @@ inline void check(cudaError_t e, const char* what) {
   SINKLAB_CHECK(e == cudaSuccess, "CUDA: ", what, " failed: ", cudaGetErrorString(e));
 }
 
-// Number of usable CUDA devices; 0 when there is no GPU or no driver.
-inline int device_count() {
+// Number of usable CUDA devices; 0 when there is no GPU or no driver. `why`, when given,
+// receives the runtime's reason for 0 (no device, no driver, a driver too old for the toolkit).
+inline int device_count(const char** why = nullptr) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(e);
     cudaGetLastError();  // clear the sticky error left by a missing driver
     return 0;
   }
+  if (n == 0 && why) *why = "the runtime reports no device";
   return n;
 }
 
