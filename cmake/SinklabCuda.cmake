@@ -8,7 +8,9 @@ if(NOT SINKLAB_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
     endif()
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES=...
+      # A100 (sm_80) and H100/H200 (sm_90): every kernel compiles for both in `make test`;
+      # override with -DCMAKE_CUDA_ARCHITECTURES=...
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
     enable_language(CUDA)
     # CMake < 3.26 does not know nvcc's C++20 flag; nvcc >= 12 has it.
