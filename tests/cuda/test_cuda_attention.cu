@@ -1,0 +1,125 @@
+// The CUDA backend's fused attention forward (kernels/cuda/attention_forward.hpp) on the device
+// against a loop reference in double: softmax, the learnable sink, clipped softmax and ReLU
+// attention, causal, grouped-query heads, padded keys. test_cuda_attention_emulated runs the same
+// body on the CPU emulator against the CPU backend for every score and mask.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "sinklab/core/rng.hpp"
+#include "sinklab/cuda/device.cuh"
+#include "sinklab/kernels/cuda/attention_forward.hpp"
+
+using namespace sinklab;
+
+namespace {
+
+template <class Score, class T>
+__global__ void attention_forward_kernel(Score score, typename Score::template Args<T> args, const T* q, const T* k,
+                                         const T* v, T* out, T* lse, kernels::cuda::AttentionShape sh) {
+  simt::Cuda ctx;
+  kernels::cuda::attention_forward<simt::Cuda, Score, mask::Causal, T>(ctx, score, args, q, k, v, out, lse, sh);
+}
+
+template <class T>
+struct DeviceBuffer {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit DeviceBuffer(const std::vector<T>& h) : n(h.size()) {
+    cuda_backend::check(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+    if (n) cuda_backend::check(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  ~DeviceBuffer() { cudaFree(p); }
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    cuda_backend::check(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return h;
+  }
+};
+
+enum class Kind { Softmax, Sink, Clipped, ReLU };
+
+// out [B, H, T, d] of causal attention in double loops.
+std::vector<double> reference(Kind kind, const std::vector<double>& q, const std::vector<double>& k,
+                              const std::vector<double>& v, const std::vector<double>& sink, const int64_t* kvlen,
+                              int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t d) {
+  std::vector<double> out(B * H * T * d, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t hk = h / (H / Hkv), e = std::min(i + 1, kvlen[b]);
+        std::vector<double> s(e), a(e);
+        double mx = kind == Kind::Sink ? sink[h] : -std::numeric_limits<double>::infinity(), z = 0;
+        for (int64_t j = 0; j < e; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += q[((b * H + h) * T + i) * d + c] * k[((b * Hkv + hk) * T + j) * d + c];
+          s[j] = dot / std::sqrt(double(d));
+          mx = std::max(mx, s[j]);
+        }
+        if (kind == Kind::Sink) z += std::exp(sink[h] - mx);
+        for (int64_t j = 0; j < e; ++j) z += std::exp(s[j] - mx);
+        for (int64_t j = 0; j < e; ++j) {
+          const double p = std::exp(s[j] - mx) / z;
+          a[j] = kind == Kind::ReLU      ? std::max(s[j], 0.0) / double(e)
+                 : kind == Kind::Clipped ? std::clamp(1.1 * p - 0.1, 0.0, 1.0)
+                                         : p;
+        }
+        for (int64_t j = 0; j < e; ++j)
+          for (int64_t c = 0; c < d; ++c) out[((b * H + h) * T + i) * d + c] += a[j] * v[((b * Hkv + hk) * T + j) * d + c];
+      }
+  return out;
+}
+
+template <class Score, class T>
+void check(Kind kind, Score score, double tol) {
+  // Within the 48 KiB of dynamic shared memory a launch gets without opting in to more.
+  const int64_t B = 2, H = 4, Hkv = 2, Tq = 301, d = 64, threads = sizeof(T) == 8 ? 32 : 64;
+  Rng rng(5);
+  auto draw = [&](int64_t n) {
+    std::vector<double> x = rng.normal<double>({n}).to_vector();
+    std::vector<T> t(x.begin(), x.end());
+    return std::pair{std::vector<double>(t.begin(), t.end()), t};  // the values T holds, in double
+  };
+  const auto [q, qt] = draw(B * H * Tq * d);
+  const auto [k, kt] = draw(B * Hkv * Tq * d);
+  const auto [v, vt] = draw(B * Hkv * Tq * d);
+  const auto [sink, sinkt] = draw(H);
+  const std::vector<int64_t> lengths{Tq, 190};
+  const std::vector<double> want = reference(kind, q, k, v, sink, lengths.data(), B, H, Hkv, Tq, d);
+
+  DeviceBuffer<T> dq(qt), dk(kt), dv(vt), dsink(sinkt), dout(std::vector<T>(B * H * Tq * d)), dlse(std::vector<T>(B * H * Tq));
+  DeviceBuffer<int64_t> dlen(lengths);
+  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, sizeof(T) == 8 ? 16 : 32, dlen.p};
+  typename Score::template Args<T> args{};
+  if constexpr (Score::has_sink) args.sink_logit = dsink.p;
+  const std::size_t shared = kernels::cuda::attention_forward_shared_bytes<T>(threads, sh.block_k, d);
+  REQUIRE(shared <= 48 * 1024);
+  attention_forward_kernel<Score, T>
+      <<<kernels::cuda::attention_forward_blocks(sh, threads), threads, shared>>>(score, args, dq.p, dk.p, dv.p, dout.p, dlse.p, sh);
+  cuda_backend::check(cudaDeviceSynchronize(), "attention_forward_kernel");
+  const std::vector<T> got = dout.host();
+  double diff = 0, scale = 0;
+  for (std::size_t x = 0; x < got.size(); ++x) {
+    diff = std::max(diff, std::abs(double(got[x]) - want[x]));
+    scale = std::max(scale, std::abs(want[x]));
+  }
+  INFO(Score::name, ": max relative difference ", diff / scale);
+  CHECK(diff / scale <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: fused attention forward on the device equals the loop reference (double)") {
+  check<score::Softmax, double>(Kind::Softmax, {}, 1e-12);
+  check<score::SoftmaxSink, double>(Kind::Sink, {}, 1e-12);
+  check<score::ClippedSoftmax, double>(Kind::Clipped, score::ClippedSoftmax{1.0, -0.1}, 1e-12);
+  check<score::ReLU, double>(Kind::ReLU, {}, 1e-12);
+}
+
+TEST_CASE("cuda: fused attention forward on the device equals the loop reference (float)") {
+  check<score::Softmax, float>(Kind::Softmax, {}, 1e-5);
+  check<score::SoftmaxSink, float>(Kind::Sink, {}, 1e-5);
+}
