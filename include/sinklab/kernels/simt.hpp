@@ -10,9 +10,9 @@
 //
 //   simt::Cuda    (nvcc, device code) threadIdx / blockIdx / blockDim / gridDim, __syncthreads,
 //                 extern __shared__, __shfl_xor_sync; a __global__ wrapper builds one and calls the body
-//   simt::emulate(grid, block, shared_bytes, body)  (host compilers only: nvcc 13's front end
-//                 fails on the emulator's std::barrier) runs every block of the grid, each as
-//                 `block` std::threads that meet at std::barrier for sync() and, per warp of 32,
+//   simt::emulate(grid, block, shared_bytes, body)  (host compilers only; nvcc builds leave the
+//                 emulator out) runs every block of the grid, each as
+//                 `block` std::threads that meet at a barrier for sync() and, per warp of 32,
 //                 for the shuffle steps; shared memory is one buffer per block
 //
 // The emulator executes the same arithmetic in the same order as the device: warp_sum is the
@@ -28,7 +28,7 @@
 #include "sinklab/core/config.hpp"
 
 #if !defined(__CUDACC__)  // the emulator is for host compilers; nvcc builds get simt::Cuda
-#include <barrier>
+#include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -66,19 +66,45 @@ struct Cuda {
 #endif
 
 #if !defined(__CUDACC__)
+// A reusable barrier for n threads. Not std::barrier: with GCC 12's, the emulated kernels' results
+// came out wrong now and then on a loaded 2-core machine (as if a phase let a thread through
+// early) and right with this one every time; a mutex and a generation count leave no doubt, and
+// the emulator runs tiny grids where their cost does not matter.
+class Barrier {
+ public:
+  explicit Barrier(int64_t n) : n_(n) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int64_t n_, arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
 // One emulated CUDA thread: its indices, its block's barrier, shared memory and warp exchange.
 class Emulated {
  public:
   struct Block {
     int64_t threads = 0;
-    std::barrier<> all;
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
+    Barrier all;
+    std::vector<std::unique_ptr<Barrier>> warps;
     std::vector<double> exchange;  // kWarp slots per warp (any T up to 8 bytes)
     std::vector<std::max_align_t> shared;
     Block(int64_t n, std::size_t shared_bytes)
-        : threads(n), all(static_cast<std::ptrdiff_t>(n)), exchange(static_cast<std::size_t>(n)),
+        : threads(n), all(n), exchange(static_cast<std::size_t>(n)),
           shared((shared_bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)) {
-      for (int64_t w = 0; w < n / kWarp; ++w) warps.push_back(std::make_unique<std::barrier<>>(kWarp));
+      for (int64_t w = 0; w < n / kWarp; ++w) warps.push_back(std::make_unique<Barrier>(kWarp));
     }
   };
 
@@ -98,7 +124,7 @@ class Emulated {
   template <class T>
   T warp_sum(T v) const {
     static_assert(sizeof(T) <= sizeof(double), "simt::Emulated::warp_sum: values of up to 8 bytes");
-    std::barrier<>& warp = *b_->warps[static_cast<std::size_t>(thread_ / kWarp)];
+    Barrier& warp = *b_->warps[static_cast<std::size_t>(thread_ / kWarp)];
     T* slots = reinterpret_cast<T*>(b_->exchange.data() + (thread_ / kWarp) * kWarp);
     for (int offset = kWarp / 2; offset > 0; offset /= 2) {
       slots[lane()] = v;
