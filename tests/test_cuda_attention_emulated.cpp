@@ -1,5 +1,6 @@
-// The CUDA backend's fused attention forward (kernels/cuda/attention_forward.hpp) run on the SIMT
-// emulator against the CPU backend's materialised reference: every score family (softmax, the
+// The CUDA backend's fused attention forward and backward (kernels/cuda/attention_forward.hpp,
+// attention_backward.hpp) run on the SIMT emulator against the CPU backend's materialised
+// reference (output, lse; dq, dk, dv and the sink's gradient): every score family (softmax, the
 // learnable sink, clipped softmax, ReLU, sigmoid, polynomial, and a user score with a logits
 // transform), causal and bidirectional masks, grouped-query heads, padded keys, query counts that
 // are not a multiple of the block and several key tiles per row.
@@ -11,6 +12,7 @@
 
 #include "sinklab/core/rng.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
+#include "sinklab/kernels/cuda/attention_backward.hpp"
 #include "sinklab/kernels/cuda/attention_forward.hpp"
 #include "sinklab/kernels/simt.hpp"
 
@@ -76,6 +78,38 @@ void check(const Score& score, bool padded, double tol) {
   INFO(Score::name, " ", Mask::name, padded ? " padded" : "");
   CHECK(rel_diff(out, want.out) <= tol);
   if constexpr (Score::family == score::Family::Normalised) CHECK(rel_diff(lse, want.lse) <= tol);
+
+  // Backward from a random dO, through the four kernels, against the reference's gradients.
+  const Tensor<T> dout = rng.normal<double>({B, H, Tq, d}).to<T>();
+  const auto grads = kernels::cpu::attention_reference_backward(score, Mask{}, q, k, v, params, dout, opt);
+  Tensor<T> D = Tensor<T>::zeros({B, H, Tq}), row_grad = Tensor<T>::zeros({B, H, Tq});
+  Tensor<T> dq = Tensor<T>::zeros(q.shape()), dk = Tensor<T>::zeros(k.shape()), dv = Tensor<T>::zeros(v.shape());
+  const std::size_t bw_shared = kernels::cuda::attention_backward_shared_bytes<T>(threads, sh.block_k, d);
+  if constexpr (Score::family == score::Family::Normalised)
+    simt::emulate(3, threads, bw_shared, [&](simt::Emulated& ctx) {
+      kernels::cuda::attention_backward_rows<simt::Emulated, Score, Mask, T>(
+          ctx, score, args, q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), D.data(),
+          row_grad.data(), sh);
+    });
+  simt::emulate(3, threads, bw_shared, [&](simt::Emulated& ctx) {
+    kernels::cuda::attention_backward_kv<simt::Emulated, Score, Mask, T>(ctx, score, q.data(), k.data(), v.data(),
+                                                                         lse.data(), D.data(), dout.data(), dk.data(),
+                                                                         dv.data(), sh);
+  });
+  simt::emulate(3, threads, bw_shared, [&](simt::Emulated& ctx) {
+    kernels::cuda::attention_backward_q<simt::Emulated, Score, Mask, T>(ctx, score, q.data(), k.data(), v.data(),
+                                                                        lse.data(), D.data(), dout.data(), dq.data(), sh);
+  });
+  CHECK(rel_diff(dq, grads.dq) <= tol);
+  CHECK(rel_diff(dk, grads.dk) <= tol);
+  CHECK(rel_diff(dv, grads.dv) <= tol);
+  if constexpr (Score::has_sink) {
+    Tensor<T> dsink = Tensor<T>::zeros({H});
+    simt::emulate(1, 32, 0, [&](simt::Emulated& ctx) {
+      kernels::cuda::attention_backward_params(ctx, row_grad.data(), dsink.data(), sh);
+    });
+    CHECK(rel_diff(dsink, grads.dscore.sink_logit) <= tol);
+  }
 }
 
 template <class Mask, class T>

@@ -1,7 +1,8 @@
-// The CUDA backend's fused attention forward (kernels/cuda/attention_forward.hpp) on the device
-// against a loop reference in double: softmax, the learnable sink, clipped softmax and ReLU
-// attention, causal, grouped-query heads, padded keys. test_cuda_attention_emulated runs the same
-// body on the CPU emulator against the CPU backend for every score and mask.
+// The CUDA backend's fused attention (kernels/cuda/attention_forward.hpp, attention_backward.hpp)
+// on the device against a loop reference in double: the forward for softmax, the learnable sink,
+// clipped softmax and ReLU attention, the backward for softmax; causal, grouped-query heads,
+// padded keys. test_cuda_attention_emulated runs the same bodies on the CPU emulator against the
+// CPU backend for every score and mask.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "sinklab/core/rng.hpp"
 #include "sinklab/cuda/device.cuh"
+#include "sinklab/kernels/cuda/attention_backward.hpp"
 #include "sinklab/kernels/cuda/attention_forward.hpp"
 
 using namespace sinklab;
@@ -22,6 +24,27 @@ __global__ void attention_forward_kernel(Score score, typename Score::template A
                                          const T* v, T* out, T* lse, kernels::cuda::AttentionShape sh) {
   simt::Cuda ctx;
   kernels::cuda::attention_forward<simt::Cuda, Score, mask::Causal, T>(ctx, score, args, q, k, v, out, lse, sh);
+}
+
+template <class Score, class T>
+__global__ void backward_rows_kernel(Score score, typename Score::template Args<T> args, const T* q, const T* k,
+                                     const T* v, const T* out, const T* lse, const T* dout, T* D, T* row_grad,
+                                     kernels::cuda::AttentionShape sh) {
+  simt::Cuda ctx;
+  kernels::cuda::attention_backward_rows<simt::Cuda, Score, mask::Causal, T>(ctx, score, args, q, k, v, out, lse, dout,
+                                                                             D, row_grad, sh);
+}
+template <class Score, class T>
+__global__ void backward_kv_kernel(Score score, const T* q, const T* k, const T* v, const T* lse, const T* D,
+                                   const T* dout, T* dk, T* dv, kernels::cuda::AttentionShape sh) {
+  simt::Cuda ctx;
+  kernels::cuda::attention_backward_kv<simt::Cuda, Score, mask::Causal, T>(ctx, score, q, k, v, lse, D, dout, dk, dv, sh);
+}
+template <class Score, class T>
+__global__ void backward_q_kernel(Score score, const T* q, const T* k, const T* v, const T* lse, const T* D,
+                                  const T* dout, T* dq, kernels::cuda::AttentionShape sh) {
+  simt::Cuda ctx;
+  kernels::cuda::attention_backward_q<simt::Cuda, Score, mask::Causal, T>(ctx, score, q, k, v, lse, D, dout, dq, sh);
 }
 
 template <class T>
@@ -110,7 +133,100 @@ void check(Kind kind, Score score, double tol) {
   CHECK(diff / scale <= tol);
 }
 
+// Softmax attention's gradients in double loops: dq, dk, dv for dO (causal, GQA, padded keys).
+struct Grads {
+  std::vector<double> dq, dk, dv;
+};
+Grads reference_backward(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                         const std::vector<double>& dout, const int64_t* kvlen, int64_t B, int64_t H, int64_t Hkv,
+                         int64_t T, int64_t d) {
+  Grads g{std::vector<double>(q.size(), 0.0), std::vector<double>(k.size(), 0.0), std::vector<double>(v.size(), 0.0)};
+  const double scale = 1.0 / std::sqrt(double(d));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t hk = h / (H / Hkv), e = std::min(i + 1, kvlen[b]);
+        const double* qi = &q[((b * H + h) * T + i) * d];
+        const double* oi = &dout[((b * H + h) * T + i) * d];
+        std::vector<double> p(e), dA(e);
+        double mx = -std::numeric_limits<double>::infinity(), z = 0, D = 0;
+        for (int64_t j = 0; j < e; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += qi[c] * k[((b * Hkv + hk) * T + j) * d + c];
+          p[j] = dot * scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (int64_t j = 0; j < e; ++j) z += (p[j] = std::exp(p[j] - mx));
+        for (int64_t j = 0; j < e; ++j) {
+          p[j] /= z;
+          dA[j] = 0;
+          for (int64_t c = 0; c < d; ++c) dA[j] += oi[c] * v[((b * Hkv + hk) * T + j) * d + c];
+          D += p[j] * dA[j];
+        }
+        for (int64_t j = 0; j < e; ++j) {
+          const double ds = p[j] * (dA[j] - D);
+          for (int64_t c = 0; c < d; ++c) {
+            g.dq[((b * H + h) * T + i) * d + c] += scale * ds * k[((b * Hkv + hk) * T + j) * d + c];
+            g.dk[((b * Hkv + hk) * T + j) * d + c] += scale * ds * qi[c];
+            g.dv[((b * Hkv + hk) * T + j) * d + c] += p[j] * oi[c];
+          }
+        }
+      }
+  return g;
+}
+
+template <class T>
+void check_backward(double tol) {
+  using Score = score::Softmax;
+  const int64_t B = 2, H = 4, Hkv = 2, Tq = 157, d = 32, threads = 32;
+  Rng rng(6);
+  auto draw = [&](int64_t n) {
+    std::vector<double> x = rng.normal<double>({n}).to_vector();
+    std::vector<T> t(x.begin(), x.end());
+    return std::pair{std::vector<double>(t.begin(), t.end()), t};
+  };
+  const auto [q, qt] = draw(B * H * Tq * d);
+  const auto [k, kt] = draw(B * Hkv * Tq * d);
+  const auto [v, vt] = draw(B * Hkv * Tq * d);
+  const auto [dout, doutt] = draw(B * H * Tq * d);
+  const std::vector<int64_t> lengths{Tq, 101};
+  const Grads want = reference_backward(q, k, v, dout, lengths.data(), B, H, Hkv, Tq, d);
+
+  DeviceBuffer<T> dq_(qt), dk_(kt), dv_(vt), ddout(doutt), dout_fwd(std::vector<T>(qt.size())),
+      dlse(std::vector<T>(B * H * Tq)), dD(std::vector<T>(B * H * Tq)), gq(std::vector<T>(qt.size())),
+      gk(std::vector<T>(kt.size())), gv(std::vector<T>(vt.size()));
+  DeviceBuffer<int64_t> dlen(lengths);
+  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, 16, dlen.p};
+  const std::size_t fwd = kernels::cuda::attention_forward_shared_bytes<T>(threads, sh.block_k, d);
+  const std::size_t bwd = kernels::cuda::attention_backward_shared_bytes<T>(threads, sh.block_k, d);
+  REQUIRE(std::max(fwd, bwd) <= 48 * 1024);
+  const int64_t blocks = kernels::cuda::attention_forward_blocks(sh, threads);
+  attention_forward_kernel<Score, T><<<blocks, threads, fwd>>>({}, {}, dq_.p, dk_.p, dv_.p, dout_fwd.p, dlse.p, sh);
+  backward_rows_kernel<Score, T><<<blocks, threads, bwd>>>({}, {}, dq_.p, dk_.p, dv_.p, dout_fwd.p, dlse.p, ddout.p, dD.p,
+                                                          nullptr, sh);
+  backward_kv_kernel<Score, T><<<B * Hkv * ((Tq + threads - 1) / threads), threads, bwd>>>({}, dq_.p, dk_.p, dv_.p, dlse.p,
+                                                                                         dD.p, ddout.p, gk.p, gv.p, sh);
+  backward_q_kernel<Score, T><<<blocks, threads, bwd>>>({}, dq_.p, dk_.p, dv_.p, dlse.p, dD.p, ddout.p, gq.p, sh);
+  cuda_backend::check(cudaDeviceSynchronize(), "attention backward kernels");
+  auto rel = [](const std::vector<T>& got, const std::vector<double>& ref) {
+    double diff = 0, scale = 0;
+    for (std::size_t x = 0; x < got.size(); ++x) {
+      diff = std::max(diff, std::abs(double(got[x]) - ref[x]));
+      scale = std::max(scale, std::abs(ref[x]));
+    }
+    return diff / scale;
+  };
+  CHECK(rel(gq.host(), want.dq) <= tol);
+  CHECK(rel(gk.host(), want.dk) <= tol);
+  CHECK(rel(gv.host(), want.dv) <= tol);
+}
+
 }  // namespace
+
+TEST_CASE("cuda: fused attention backward on the device equals the loop reference (softmax, double and float)") {
+  check_backward<double>(1e-11);
+  check_backward<float>(2e-5);
+}
 
 TEST_CASE("cuda: fused attention forward on the device equals the loop reference (double)") {
   check<score::Softmax, double>(Kind::Softmax, {}, 1e-12);

@@ -1,0 +1,257 @@
+// Fused attention backward for the CUDA backend, written against a SIMT context (kernels/simt.hpp)
+// from the same score:: / mask:: policies as the CPU kernels, whose math it follows
+// (kernels/cpu/attention_reference.hpp):
+//
+//   dA = dO·Vᵀ;  softmax family  dS = P ∘ (w'(P) ∘ dA − D),  D_i = Σ_j P_ij w'(P_ij) dA_ij
+//                                (= dO_i·O_i without clipping), P = e^{S − lse}
+//                point-wise      dS = c_i h'(S + b_i) ∘ dA
+//   a logits transform multiplies dS by its derivative; dQ = scale·dS·K, dK = scale·dSᵀ·Q,
+//   dV = Aᵀ·dO; a learnable sink gets Σ_i row_param_grad(lse_i, D_i) per head.
+//
+// Four kernels, each output written by one thread (deterministic, no atomics), the logits
+// recomputed from q, k and the saved lse as FlashAttention-2 does:
+//   attention_backward_rows     a thread per query row: D_i (a sweep over key tiles when the
+//                               score is clipped) and the row's sink-gradient term
+//   attention_backward_kv       a thread per key row of a (batch, kv head): over the query
+//                               heads of its group and query tiles in shared memory, dK_j, dV_j
+//   attention_backward_q        a thread per query row: over key tiles in shared memory, dQ_i
+//   attention_backward_params   a thread per head: the row terms summed in row order
+// Shapes as the forward's (attention_forward.hpp); out and lse are the forward's results.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "sinklab/kernels/cuda/attention_forward.hpp"
+
+namespace sinklab::kernels::cuda {
+
+namespace detail {
+
+template <class T>
+struct PairGrad {
+  T a;   // the weight that multiplied v_j in the forward
+  T ds;  // ∂L/∂(raw scaled logit)
+};
+
+// One (query i, key j) pair from its raw scaled logit, the row's lse and D, and dA_ij.
+template <class Score, class T>
+SINKLAB_HD PairGrad<T> pair_grad(const Score& score, T raw, T lse, T D, T dA, T rc_scale, T rc_bias) {
+  using std::exp;
+  T s = raw, tg = T(1);
+  if constexpr (score::HasLogitsTransform<Score>) {
+    tg = static_cast<T>(score.logits_grad(raw));
+    s = static_cast<T>(score.logits(raw));
+  }
+  if constexpr (Score::family == score::Family::Normalised) {
+    const T p = exp(s - lse);
+    const T wg = static_cast<T>(score.weight_grad(p));
+    return {static_cast<T>(score.weight(p)), p * (wg * dA - D) * tg};
+  } else {
+    return {static_cast<T>(score.weight(s, rc_scale, rc_bias)),
+            static_cast<T>(score.weight_grad(s, rc_scale, rc_bias)) * dA * tg};
+  }
+}
+
+template <class T>
+SINKLAB_HD T dot(const T* a, const T* b, int64_t d) {
+  T s = T(0);
+  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+template <class T>
+SINKLAB_HD T attention_scale(const AttentionShape& sh) {
+  using std::sqrt;
+  return static_cast<T>(sh.scale > 0 ? sh.scale : 1.0 / sqrt(static_cast<double>(sh.d)));
+}
+
+}  // namespace detail
+
+template <class T>
+SINKLAB_HD std::size_t attention_backward_shared_bytes(int64_t threads, int64_t block_k, int64_t d) {
+  // the larger of: K/V tiles + a row per thread (rows, q kernels); Q/dO tiles + lse, D + 2 rows (kv kernel)
+  const int64_t rows_q = 2 * block_k * d + threads * d;
+  const int64_t kv = 2 * threads * d + 2 * threads + 2 * threads * d;
+  return static_cast<std::size_t>(rows_q > kv ? rows_q : kv) * sizeof(T);
+}
+
+// D [B, H, T] and, for a score with learnable row parameters (a sink), row_grad [B, H, T].
+template <class Ctx, class Score, class Mask, class T>
+SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const typename Score::template Args<T>& args,
+                                        const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout,
+                                        T* D, T* row_grad, const AttentionShape& sh) {
+  static_assert(Score::family == score::Family::Normalised, "attention_backward_rows: the softmax family only");
+  const int64_t d = sh.d, Bk = sh.block_k, threads = ctx.threads(), tid = ctx.thread();
+  const int64_t query_blocks = (sh.T + threads - 1) / threads, group = sh.H / sh.Hkv;
+  const T scale = detail::attention_scale<T>(sh);
+  T* kt = ctx.template shared<T>();
+  T* vt = kt + Bk * d;
+  for (int64_t blk = ctx.block(); blk < sh.B * sh.H * query_blocks; blk += ctx.blocks()) {
+    const int64_t bh = blk / query_blocks, qb = blk % query_blocks, b = bh / sh.H, h = bh % sh.H;
+    const int64_t i = qb * threads + tid, row = bh * sh.T + i;
+    const bool active = i < sh.T;
+    T Di = T(0);
+    if constexpr (!Score::clipped) {
+      if (active) Di = detail::dot(dout + row * d, out + row * d, d);
+    } else {  // Σ_j P w'(P) dA over the visible keys, tile by tile
+      const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
+      const int64_t e = active ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
+      int64_t kend = 0;
+      for (int64_t r = qb * threads; r < qb * threads + threads && r < sh.T; ++r) {
+        const int64_t er = Mask::key_end(r, sh.T, sh.S, kvlen);
+        kend = er > kend ? er : kend;
+      }
+      const T* kb = k + (b * sh.Hkv + h / group) * sh.S * d;
+      const T* vb = v + (b * sh.Hkv + h / group) * sh.S * d;
+      const T li = active ? lse[row] : T(0);
+      for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+        const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
+        for (int64_t x = tid; x < cols * d; x += threads) {
+          kt[x] = kb[j0 * d + x];
+          vt[x] = vb[j0 * d + x];
+        }
+        ctx.sync();
+        for (int64_t j = 0; active && j0 + j < e && j < cols; ++j) {
+          T s = detail::dot(q + row * d, kt + j * d, d) * scale;
+          if constexpr (score::HasLogitsTransform<Score>) s = static_cast<T>(score.logits(s));
+          using std::exp;
+          const T p = exp(s - li);
+          Di += p * static_cast<T>(score.weight_grad(p)) * detail::dot(dout + row * d, vt + j * d, d);
+        }
+        ctx.sync();
+      }
+    }
+    if (active) {
+      D[row] = Di;
+      if constexpr (score::HasRowParamGrad<Score, T>)
+        if (row_grad) row_grad[row] = score.row_param_grad(args, h, lse[row], Di);
+    }
+  }
+}
+
+// dK, dV [B, H_kv, S, d]; D from attention_backward_rows (unused by point-wise scores).
+template <class Ctx, class Score, class Mask, class T>
+SINKLAB_HD void attention_backward_kv(Ctx& ctx, const Score& score, const T* q, const T* k, const T* v,
+                                      const T* lse, const T* D, const T* dout, T* dk, T* dv, const AttentionShape& sh) {
+  const int64_t d = sh.d, threads = ctx.threads(), tid = ctx.thread();
+  const int64_t key_blocks = (sh.S + threads - 1) / threads, group = sh.H / sh.Hkv;
+  const T scale = detail::attention_scale<T>(sh);
+  T* qt = ctx.template shared<T>();  // [threads, d] queries of the tile
+  T* ot = qt + threads * d;          // [threads, d] their dO
+  T* lt = ot + threads * d;          // [threads] lse
+  T* dt = lt + threads;              // [threads] D
+  T* dk_acc = dt + threads + tid * 2 * d;
+  T* dv_acc = dk_acc + d;
+  for (int64_t blk = ctx.block(); blk < sh.B * sh.Hkv * key_blocks; blk += ctx.blocks()) {
+    const int64_t bk = blk / key_blocks, kb = blk % key_blocks, b = bk / sh.Hkv, hk = bk % sh.Hkv;
+    const int64_t j = kb * threads + tid;
+    const bool active = j < sh.S;
+    const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
+    const T* kj = k + (bk * sh.S + (active ? j : 0)) * d;
+    const T* vj = v + (bk * sh.S + (active ? j : 0)) * d;
+    for (int64_t c = 0; c < 2 * d; ++c) dk_acc[c] = T(0);
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      const int64_t bh = b * sh.H + h;
+      for (int64_t i0 = 0; i0 < sh.T; i0 += threads) {
+        const int64_t rows = sh.T - i0 < threads ? sh.T - i0 : threads;
+        for (int64_t x = tid; x < rows * d; x += threads) {
+          qt[x] = q[(bh * sh.T + i0) * d + x];
+          ot[x] = dout[(bh * sh.T + i0) * d + x];
+        }
+        for (int64_t r = tid; r < rows; r += threads) {
+          if constexpr (Score::family == score::Family::Normalised) {
+            lt[r] = lse[bh * sh.T + i0 + r];
+            dt[r] = D[bh * sh.T + i0 + r];
+          }
+        }
+        ctx.sync();
+        for (int64_t r = 0; active && r < rows; ++r) {
+          const int64_t i = i0 + r, e = Mask::key_end(i, sh.T, sh.S, kvlen);
+          if (j >= e) continue;
+          score::RowConstants rc{};
+          if constexpr (Score::family != score::Family::Normalised) rc = score.row(e, kvlen);
+          const T raw = detail::dot(qt + r * d, kj, d) * scale;
+          const T dA = detail::dot(ot + r * d, vj, d);
+          const T li = Score::family == score::Family::Normalised ? lt[r] : T(0);
+          const T Di = Score::family == score::Family::Normalised ? dt[r] : T(0);
+          const detail::PairGrad<T> g = detail::pair_grad(score, raw, li, Di, dA, static_cast<T>(rc.scale),
+                                                          static_cast<T>(rc.bias));
+          for (int64_t c = 0; c < d; ++c) {
+            dk_acc[c] += scale * g.ds * qt[r * d + c];
+            dv_acc[c] += g.a * ot[r * d + c];
+          }
+        }
+        ctx.sync();
+      }
+    }
+    if (active)
+      for (int64_t c = 0; c < d; ++c) {
+        dk[(bk * sh.S + j) * d + c] = dk_acc[c];
+        dv[(bk * sh.S + j) * d + c] = dv_acc[c];
+      }
+  }
+}
+
+// dQ [B, H, T, d].
+template <class Ctx, class Score, class Mask, class T>
+SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, const T* k, const T* v, const T* lse,
+                                     const T* D, const T* dout, T* dq, const AttentionShape& sh) {
+  const int64_t d = sh.d, Bk = sh.block_k, threads = ctx.threads(), tid = ctx.thread();
+  const int64_t query_blocks = (sh.T + threads - 1) / threads, group = sh.H / sh.Hkv;
+  const T scale = detail::attention_scale<T>(sh);
+  T* kt = ctx.template shared<T>();
+  T* vt = kt + Bk * d;
+  T* acc = vt + Bk * d + tid * d;
+  for (int64_t blk = ctx.block(); blk < sh.B * sh.H * query_blocks; blk += ctx.blocks()) {
+    const int64_t bh = blk / query_blocks, qb = blk % query_blocks, b = bh / sh.H, h = bh % sh.H;
+    const int64_t i = qb * threads + tid, row = bh * sh.T + (i < sh.T ? i : 0);
+    const bool active = i < sh.T;
+    const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
+    const int64_t e = active ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
+    int64_t kend = 0;
+    for (int64_t r = qb * threads; r < qb * threads + threads && r < sh.T; ++r) {
+      const int64_t er = Mask::key_end(r, sh.T, sh.S, kvlen);
+      kend = er > kend ? er : kend;
+    }
+    score::RowConstants rc{};
+    if constexpr (Score::family != score::Family::Normalised) rc = score.row(e, kvlen);
+    const T li = Score::family == score::Family::Normalised && active ? lse[row] : T(0);
+    const T Di = Score::family == score::Family::Normalised && active ? D[row] : T(0);
+    const T* kb = k + (b * sh.Hkv + h / group) * sh.S * d;
+    const T* vb = v + (b * sh.Hkv + h / group) * sh.S * d;
+    for (int64_t c = 0; c < d; ++c) acc[c] = T(0);
+    for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
+      const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
+      for (int64_t x = tid; x < cols * d; x += threads) {
+        kt[x] = kb[j0 * d + x];
+        vt[x] = vb[j0 * d + x];
+      }
+      ctx.sync();
+      for (int64_t j = 0; active && j0 + j < e && j < cols; ++j) {
+        const T raw = detail::dot(q + row * d, kt + j * d, d) * scale;
+        const T dA = detail::dot(dout + row * d, vt + j * d, d);
+        const detail::PairGrad<T> g =
+            detail::pair_grad(score, raw, li, Di, dA, static_cast<T>(rc.scale), static_cast<T>(rc.bias));
+        for (int64_t c = 0; c < d; ++c) acc[c] += scale * g.ds * kt[j * d + c];
+      }
+      ctx.sync();
+    }
+    if (active)
+      for (int64_t c = 0; c < d; ++c) dq[row * d + c] = acc[c];
+  }
+}
+
+// dparam [H] += Σ over batch and rows (in that order) of row_grad [B, H, T]; a thread per head.
+template <class Ctx, class T>
+SINKLAB_HD void attention_backward_params(Ctx& ctx, const T* row_grad, T* dparam, const AttentionShape& sh) {
+  for (int64_t h = ctx.block() * ctx.threads() + ctx.thread(); h < sh.H; h += ctx.blocks() * ctx.threads()) {
+    T s = T(0);
+    for (int64_t b = 0; b < sh.B; ++b)
+      for (int64_t i = 0; i < sh.T; ++i) s += row_grad[(b * sh.H + h) * sh.T + i];
+    dparam[h] += s;
+  }
+}
+
+}  // namespace sinklab::kernels::cuda
