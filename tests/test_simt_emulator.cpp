@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "sinklab/core/rng.hpp"
+#include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/cpu/norm.hpp"
 #include "sinklab/kernels/cuda/rms_norm.hpp"
+#include "sinklab/kernels/cuda/strided.hpp"
 #include "sinklab/kernels/simt.hpp"
 
 using namespace sinklab;
@@ -128,4 +130,32 @@ TEST_CASE("CUDA RMSNorm kernels on the emulator equal the CPU backend (forward, 
   SUBCASE("double, pre-affine") { check_rms<double>(true, 1e-13); }
   SUBCASE("float, plain") { check_rms<float>(false, 2e-6); }
   SUBCASE("float, pre-affine") { check_rms<float>(true, 2e-6); }
+}
+
+TEST_CASE("memory<cuda>'s fill, gather and scatter kernels on the emulator equal the host's (transposes, slices)") {
+  using View = Tensor<double> (*)(const Tensor<double>&);
+  const View views[] = {[](const Tensor<double>& t) { return t.transpose(0, 2); },
+                        [](const Tensor<double>& t) { return t.slice(1, 1, 4); },
+                        [](const Tensor<double>& t) { return t.transpose(1, 2).slice(0, 1, 3); }};
+  for (View make : views) {
+    const Tensor<double> base = Tensor<double>::arange({3, 5, 7});
+    const Tensor<double> view = make(base);
+    INFO("view of shape ", view.shape());
+    REQUIRE_FALSE(view.is_contiguous());
+    const auto layout = kernels::cuda::StridedLayout::of(view.shape().begin(), view.strides().data(), view.rank());
+    std::vector<double> dense(static_cast<std::size_t>(view.numel()), -1.0);
+    simt::emulate(2, 32, 0, [&](simt::Emulated& ctx) { kernels::cuda::gather(ctx, dense.data(), view.data(), layout); });
+    CHECK(dense == view.to_vector());  // the host gathers in the same row-major order
+
+    std::vector<double> src(dense.size());
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = 100.0 + static_cast<double>(i);
+    Tensor<double> device_side = Tensor<double>::zeros({3, 5, 7}), host_side = Tensor<double>::zeros({3, 5, 7});
+    Tensor<double> target = make(device_side);
+    simt::emulate(1, 64, 0, [&](simt::Emulated& ctx) { kernels::cuda::scatter(ctx, target.data(), src.data(), layout); });
+    make(host_side).copy_from(Tensor<double>::from(view.shape(), src));  // memory<cpu>::scatter
+    CHECK(device_side.to_vector() == host_side.to_vector());
+  }
+  std::vector<float> filled(1000, 0.f);
+  simt::emulate(3, 32, 0, [&](simt::Emulated& ctx) { kernels::cuda::fill(ctx, filled.data(), int64_t{1000}, 2.5f); });
+  CHECK(filled == std::vector<float>(1000, 2.5f));
 }

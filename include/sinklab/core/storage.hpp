@@ -31,16 +31,23 @@
 
 namespace sinklab {
 
-class BlockPool {
+// A cache of freed blocks in front of a device's allocator, keyed by rounded size: a block that
+// comes back is handed out again for the same size, so a loop that allocates the same shapes
+// every step calls the allocator only in its first step. `Blocks` is the allocator: static
+// allocate(bytes), deallocate(p, bytes), round_up(bytes) and kDefaultLimit (the most bytes kept
+// cached; beyond it freed blocks go back). The host's is HostBlocks below; the CUDA backend's
+// (cuda/include/sinklab/cuda/memory.cuh) puts device memory behind the same cache. Thread-safe.
+template <class Blocks>
+class BlockCache {
  public:
-  static BlockPool& instance() {
-    static BlockPool* pool = new BlockPool();  // leaked on purpose: outlives static tensors
-    return *pool;
+  static BlockCache& instance() {
+    static BlockCache* cache = new BlockCache();  // leaked on purpose: outlives static tensors
+    return *cache;
   }
 
   void* acquire(std::size_t bytes) {
-    if (bytes > std::numeric_limits<std::size_t>::max() - kHugePage) throw std::bad_alloc();
-    bytes = round_up(bytes);
+    if (bytes > std::numeric_limits<std::size_t>::max() / 2) throw std::bad_alloc();
+    bytes = Blocks::round_up(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = free_.find(bytes);
@@ -53,11 +60,11 @@ class BlockPool {
       }
       ++misses_;
     }
-    return system_alloc(bytes);
+    return Blocks::allocate(bytes);
   }
 
   void release(void* p, std::size_t bytes) {
-    bytes = round_up(bytes);
+    bytes = Blocks::round_up(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (cached_ + bytes <= limit_) {
@@ -66,14 +73,14 @@ class BlockPool {
         return;
       }
     }
-    system_free(p, bytes);
+    Blocks::deallocate(p, bytes);
   }
 
-  // Returns every cached block to the system.
+  // Returns every cached block to the allocator.
   void trim() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [bytes, blocks] : free_)
-      for (void* p : blocks) system_free(p, bytes);
+      for (void* p : blocks) Blocks::deallocate(p, bytes);
     free_.clear();
     cached_ = 0;
   }
@@ -86,20 +93,30 @@ class BlockPool {
     std::lock_guard<std::mutex> lock(mu_);
     return cached_;
   }
-  // Number of allocations that had to go to the system allocator.
+  // Number of allocations that had to go to the allocator.
   std::size_t misses() const {
     std::lock_guard<std::mutex> lock(mu_);
     return misses_;
   }
 
  private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_ = 0;
+  std::size_t limit_ = Blocks::kDefaultLimit;
+  std::size_t hits_ = 0, misses_ = 0;
+};
+
+// Host blocks: 64-byte aligned; from 1 MiB on, whole 2 MiB pages (see the top of this file).
+struct HostBlocks {
+  static constexpr std::size_t kDefaultLimit = std::size_t{2} << 30;
   static constexpr std::size_t kHugePage = std::size_t{2} << 20;
   static std::size_t round_up(std::size_t b) {
     const std::size_t unit = b >= kHugePage / 2 ? kHugePage : 64;
     return b == 0 ? 64 : (b + unit - 1) / unit * unit;
   }
   // `bytes` as rounded by round_up: a whole number of huge pages from kHugePage on.
-  static void* system_alloc(std::size_t bytes) {
+  static void* allocate(std::size_t bytes) {
 #if defined(__linux__)
     if (bytes >= kHugePage) {
       // Map a page more than needed and return the unaligned ends, so the block starts on a
@@ -122,7 +139,7 @@ class BlockPool {
     if (!p) throw std::bad_alloc();
     return p;
   }
-  static void system_free(void* p, std::size_t bytes) {
+  static void deallocate(void* p, std::size_t bytes) {
 #if defined(__linux__)
     if (bytes >= kHugePage) {
       ::munmap(p, bytes);
@@ -131,12 +148,10 @@ class BlockPool {
 #endif
     std::free(p);
   }
-  mutable std::mutex mu_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
-  std::size_t cached_ = 0;
-  std::size_t limit_ = std::size_t{2} << 30;
-  std::size_t hits_ = 0, misses_ = 0;
 };
+
+// The host's block cache (what memory<cpu> allocates from).
+using BlockPool = BlockCache<HostBlocks>;
 
 // Allocates n elements of T from the pool; memory is uninitialised.
 template <class T>
