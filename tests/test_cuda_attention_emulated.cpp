@@ -6,6 +6,8 @@
 // are not a multiple of the block and several key tiles per row.
 #include <doctest/doctest.h>
 
+#include "max_rel_diff.hpp"
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -37,21 +39,6 @@ struct SoftCapped : score::Softmax {
   }
 };
 
-template <class T>
-double rel_diff(const Tensor<T>& a, const Tensor<T>& b) {
-  const auto x = a.to_vector(), y = b.to_vector();
-  REQUIRE(x.size() == y.size());
-  double d = 0, s = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (std::isinf(x[i]) || std::isinf(y[i])) {
-      if (x[i] != y[i]) return INFINITY;
-      continue;
-    }
-    d = std::max(d, std::abs(static_cast<double>(x[i]) - y[i]));
-    s = std::max(s, std::abs(static_cast<double>(y[i])));
-  }
-  return s > 0 ? d / s : d;
-}
 
 template <class Score, class Mask, class T>
 void check(const Score& score, bool padded, double tol) {
@@ -76,8 +63,8 @@ void check(const Score& score, bool padded, double tol) {
                                                                                    v.data(), out.data(), lse.data(), sh);
                 });
   INFO(Score::name, " ", Mask::name, padded ? " padded" : "");
-  CHECK(rel_diff(out, want.out) <= tol);
-  if constexpr (Score::family == score::Family::Normalised) CHECK(rel_diff(lse, want.lse) <= tol);
+  CHECK(sinklab_test::max_rel_diff(out, want.out) <= tol);
+  if constexpr (Score::family == score::Family::Normalised) CHECK(sinklab_test::max_rel_diff(lse, want.lse) <= tol);
 
   // Backward from a random dO, through the four kernels, against the reference's gradients.
   const Tensor<T> dout = rng.normal<double>({B, H, Tq, d}).to<T>();
@@ -100,15 +87,15 @@ void check(const Score& score, bool padded, double tol) {
     kernels::cuda::attention_backward_q<simt::Emulated, Score, Mask, T>(ctx, score, q.data(), k.data(), v.data(),
                                                                         lse.data(), D.data(), dout.data(), dq.data(), sh);
   });
-  CHECK(rel_diff(dq, grads.dq) <= tol);
-  CHECK(rel_diff(dk, grads.dk) <= tol);
-  CHECK(rel_diff(dv, grads.dv) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dq, grads.dq) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dk, grads.dk) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dv, grads.dv) <= tol);
   if constexpr (Score::has_sink) {
     Tensor<T> dsink = Tensor<T>::zeros({H});
     simt::emulate(1, 32, 0, [&](simt::Emulated& ctx) {
       kernels::cuda::attention_backward_params(ctx, row_grad.data(), dsink.data(), sh);
     });
-    CHECK(rel_diff(dsink, grads.dscore.sink_logit) <= tol);
+    CHECK(sinklab_test::max_rel_diff(dsink, grads.dscore.sink_logit) <= tol);
   }
 }
 

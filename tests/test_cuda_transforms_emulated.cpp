@@ -4,6 +4,8 @@
 // forward and backward (the placement only decides which tensor is gated; the kernels are the same).
 #include <doctest/doctest.h>
 
+#include "max_rel_diff.hpp"
+
 #include <cmath>
 #include <vector>
 
@@ -15,18 +17,6 @@
 using namespace sinklab;
 
 namespace {
-
-template <class T>
-double rel_diff(const Tensor<T>& a, const Tensor<T>& b) {
-  const auto x = a.to_vector(), y = b.to_vector();
-  REQUIRE(x.size() == y.size());
-  double d = 0, s = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    d = std::max(d, std::abs(static_cast<double>(x[i]) - y[i]));
-    s = std::max(s, std::abs(static_cast<double>(y[i])));
-  }
-  return s > 0 ? d / s : d;
-}
 
 template <class T>
 void check_vscale(double tol) {
@@ -52,9 +42,9 @@ void check_vscale(double tol) {
   simt::emulate(1, 32, 0, [&](simt::Emulated& ctx) {
     kernels::cuda::value_transform_params(ctx, row_grad.data(), dtheta.data(), B, Hkv, S);
   });
-  CHECK(rel_diff(vhat, want) <= tol);
-  CHECK(rel_diff(dv, grads.dv) <= tol);
-  CHECK(rel_diff(dtheta, grads.dparams.theta) <= tol);
+  CHECK(sinklab_test::max_rel_diff(vhat, want) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dv, grads.dv) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dtheta, grads.dparams.theta) <= tol);
 }
 
 template <class Gate, class T>
@@ -73,9 +63,9 @@ void check_gate(double tol) {
   simt::emulate(1, 32, 0, [&](simt::Emulated& ctx) {  // fewer threads than rows
     kernels::cuda::gate_backward(ctx, gate, x.data(), logit.data(), dy.data(), dx.data(), dl.data(), rows, d);
   });
-  CHECK(rel_diff(y, want) <= tol);
-  CHECK(rel_diff(dx, grads.dx) <= tol);
-  CHECK(rel_diff(dl, grads.dlogit) <= tol);
+  CHECK(sinklab_test::max_rel_diff(y, want) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dx, grads.dx) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dl, grads.dlogit) <= tol);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // same bodies on a GPU).
 #include <doctest/doctest.h>
 
+#include "max_rel_diff.hpp"
+
 #include <atomic>
 #include <cmath>
 #include <mutex>
@@ -33,16 +35,6 @@ std::vector<T> butterfly(std::vector<T> v) {
   return v;
 }
 
-template <class T>
-double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0, s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    s = std::max(s, std::abs(static_cast<double>(b[i])));
-  }
-  return s > 0 ? d / s : d;
-}
 
 }  // namespace
 
@@ -118,11 +110,11 @@ void check_rms(bool with_pre, double tol) {
     kernels::cuda::rms_backward_params(ctx, x.data(), p, gain.data(), rstd.data(), k.data(), gy.data(), ggain.data(),
                                        with_pre ? gpre.data() : nullptr, rows, n);
   });
-  CHECK(rel_diff(y, y_cpu) <= tol);
-  CHECK(rel_diff(rstd, rstd_cpu) <= tol);
-  CHECK(rel_diff(gx, gx_cpu) <= tol);
-  CHECK(rel_diff(ggain, ggain_cpu) <= tol);
-  if (with_pre) CHECK(rel_diff(gpre, gpre_cpu) <= tol);
+  CHECK(sinklab_test::max_rel_diff(y, y_cpu) <= tol);
+  CHECK(sinklab_test::max_rel_diff(rstd, rstd_cpu) <= tol);
+  CHECK(sinklab_test::max_rel_diff(gx, gx_cpu) <= tol);
+  CHECK(sinklab_test::max_rel_diff(ggain, ggain_cpu) <= tol);
+  if (with_pre) CHECK(sinklab_test::max_rel_diff(gpre, gpre_cpu) <= tol);
 }
 
 TEST_CASE("CUDA RMSNorm kernels on the emulator equal the CPU backend (forward, input and parameter gradients)") {

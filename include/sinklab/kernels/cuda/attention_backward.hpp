@@ -54,19 +54,6 @@ SINKLAB_HD PairGrad<T> pair_grad(const Score& score, T raw, T lse, T D, T dA, T 
   }
 }
 
-template <class T>
-SINKLAB_HD T dot(const T* a, const T* b, int64_t d) {
-  T s = T(0);
-  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
-  return s;
-}
-
-template <class T>
-SINKLAB_HD T attention_scale(const AttentionShape& sh) {
-  using std::sqrt;
-  return static_cast<T>(sh.scale > 0 ? sh.scale : 1.0 / sqrt(static_cast<double>(sh.d)));
-}
-
 }  // namespace detail
 
 template <class T>
@@ -98,20 +85,13 @@ SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const type
     } else {  // Σ_j P w'(P) dA over the visible keys, tile by tile
       const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
       const int64_t e = active ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
-      int64_t kend = 0;
-      for (int64_t r = qb * threads; r < qb * threads + threads && r < sh.T; ++r) {
-        const int64_t er = Mask::key_end(r, sh.T, sh.S, kvlen);
-        kend = er > kend ? er : kend;
-      }
+      const int64_t kend = detail::block_key_end<Mask>(qb, threads, sh.T, sh.S, kvlen);
       const T* kb = k + (b * sh.Hkv + h / group) * sh.S * d;
       const T* vb = v + (b * sh.Hkv + h / group) * sh.S * d;
       const T li = active ? lse[row] : T(0);
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
-        for (int64_t x = tid; x < cols * d; x += threads) {
-          kt[x] = kb[j0 * d + x];
-          vt[x] = vb[j0 * d + x];
-        }
+        detail::load_kv_tile(ctx, kt, vt, kb, vb, j0, cols, d);
         ctx.sync();
         for (int64_t j = 0; active && j0 + j < e && j < cols; ++j) {
           T s = detail::dot(q + row * d, kt + j * d, d) * scale;
@@ -210,11 +190,7 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
     const bool active = i < sh.T;
     const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
     const int64_t e = active ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
-    int64_t kend = 0;
-    for (int64_t r = qb * threads; r < qb * threads + threads && r < sh.T; ++r) {
-      const int64_t er = Mask::key_end(r, sh.T, sh.S, kvlen);
-      kend = er > kend ? er : kend;
-    }
+    const int64_t kend = detail::block_key_end<Mask>(qb, threads, sh.T, sh.S, kvlen);
     score::RowConstants rc{};
     if constexpr (Score::family != score::Family::Normalised) rc = score.row(e, kvlen);
     const T li = Score::family == score::Family::Normalised && active ? lse[row] : T(0);
@@ -224,10 +200,7 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
     for (int64_t c = 0; c < d; ++c) acc[c] = T(0);
     for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
       const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
-      for (int64_t x = tid; x < cols * d; x += threads) {
-        kt[x] = kb[j0 * d + x];
-        vt[x] = vb[j0 * d + x];
-      }
+      detail::load_kv_tile(ctx, kt, vt, kb, vb, j0, cols, d);
       ctx.sync();
       for (int64_t j = 0; active && j0 + j < e && j < cols; ++j) {
         const T raw = detail::dot(q + row * d, kt + j * d, d) * scale;

@@ -42,6 +42,42 @@ SINKLAB_HD std::size_t attention_forward_shared_bytes(int64_t threads, int64_t b
   return static_cast<std::size_t>(2 * block_k * d + threads * d + threads * block_k) * sizeof(T);
 }
 
+namespace detail {
+template <class T>
+SINKLAB_HD T dot(const T* a, const T* b, int64_t d) {
+  T s = T(0);
+  for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// The factor on q·k: AttentionShape::scale, or 1/√d.
+template <class T>
+SINKLAB_HD T attention_scale(const AttentionShape& sh) {
+  using std::sqrt;
+  return static_cast<T>(sh.scale > 0 ? sh.scale : 1.0 / sqrt(static_cast<double>(sh.d)));
+}
+
+// The end of the keys any row of query block qb (rows qb·threads ...) sees: the same on every
+// thread of the block, so loops over key tiles up to it keep the block's barriers together.
+template <class Mask>
+SINKLAB_HD int64_t block_key_end(int64_t qb, int64_t threads, int64_t T, int64_t S, int64_t kvlen) {
+  int64_t end = 0;
+  for (int64_t r = qb * threads; r < qb * threads + threads && r < T; ++r) {
+    const int64_t e = Mask::key_end(r, T, S, kvlen);
+    end = e > end ? e : end;
+  }
+  return end;
+}
+// The block loads keys and values [j0, j0 + cols) of one head into the shared tiles.
+template <class Ctx, class T>
+SINKLAB_HD void load_kv_tile(Ctx& ctx, T* kt, T* vt, const T* kb, const T* vb, int64_t j0, int64_t cols, int64_t d) {
+  for (int64_t x = ctx.thread(); x < cols * d; x += ctx.threads()) {
+    kt[x] = kb[j0 * d + x];
+    vt[x] = vb[j0 * d + x];
+  }
+}
+}  // namespace detail
+
 // Blocks of `threads` rows that cover the queries of every (batch, head).
 SINKLAB_HD inline int64_t attention_forward_blocks(const AttentionShape& sh, int64_t threads) {
   return sh.B * sh.H * ((sh.T + threads - 1) / threads);
@@ -52,12 +88,11 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
                                   const T* q, const T* k, const T* v, T* out, T* lse, const AttentionShape& sh) {
   using std::exp;
   using std::max;
-  using std::sqrt;
   constexpr bool normalised = Score::family == score::Family::Normalised;
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const int64_t d = sh.d, Bk = sh.block_k, threads = ctx.threads(), tid = ctx.thread();
   const int64_t query_blocks = (sh.T + threads - 1) / threads, group = sh.H / sh.Hkv;
-  const T scale = static_cast<T>(sh.scale > 0 ? sh.scale : 1.0 / sqrt(static_cast<double>(d)));
+  const T scale = detail::attention_scale<T>(sh);
   T* kt = ctx.template shared<T>();  // [Bk, d]
   T* vt = kt + Bk * d;               // [Bk, d]
   T* acc = vt + Bk * d + tid * d;    // this thread's output row [d]
@@ -70,29 +105,22 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
     const bool active = i < sh.T;
     const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
     const int64_t e = active ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
-    int64_t kend = 0;  // the block's last visible key + 1, the same on every thread
-    for (int64_t r = qb * threads; r < qb * threads + threads && r < sh.T; ++r)
-      kend = max(kend, Mask::key_end(r, sh.T, sh.S, kvlen));
+    const int64_t kend = detail::block_key_end<Mask>(qb, threads, sh.T, sh.S, kvlen);
     const T* qi = q + (bh * sh.T + (active ? i : 0)) * d;
     const T* kb = k + (b * sh.Hkv + hk) * sh.S * d;
     const T* vb = v + (b * sh.Hkv + hk) * sh.S * d;
     for (int64_t c = 0; c < d; ++c) acc[c] = T(0);
 
-    // One sweep over the key tiles; `visit(j0, n)` sees this thread's n visible scores of the
-    // tile starting at key j0 in s[0..n) with the tile's values in vt.
+    // One sweep over the key tiles; `visit(n)` sees this thread's n visible scores of the tile in
+    // s[0..n) and the tile's values in vt.
     auto sweep = [&](auto&& visit) {
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
-        for (int64_t x = tid; x < cols * d; x += threads) {
-          kt[x] = kb[j0 * d + x];
-          vt[x] = vb[j0 * d + x];
-        }
+        detail::load_kv_tile(ctx, kt, vt, kb, vb, j0, cols, d);
         ctx.sync();
         const int64_t n = e > j0 ? (e - j0 < cols ? e - j0 : cols) : 0;
         for (int64_t j = 0; j < n; ++j) {
-          T dot = T(0);
-          for (int64_t c = 0; c < d; ++c) dot += qi[c] * kt[j * d + c];
-          s[j] = dot * scale;
+          s[j] = detail::dot(qi, kt + j * d, d) * scale;
           if constexpr (score::HasLogitsTransform<Score>) s[j] = static_cast<T>(score.logits(s[j]));
         }
         visit(n);
