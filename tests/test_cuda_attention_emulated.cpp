@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "max_rel_diff.hpp"
+#include "softcap_score.hpp"
 
 #include <cmath>
 #include <string>
@@ -21,24 +22,6 @@
 using namespace sinklab;
 
 namespace {
-
-// tanh soft-capping of the logits (Gemma 2), as a user would add it (docs/extending.md).
-struct SoftCapped : score::Softmax {
-  static constexpr const char* name = "softcapped";
-  double cap = 5.0;
-  template <class V>
-  SINKLAB_HD V logits(V s) const {
-    using std::tanh;
-    return V(cap) * tanh(s / V(cap));
-  }
-  template <class V>
-  SINKLAB_HD V logits_grad(V s) const {
-    using std::tanh;
-    const V t = tanh(s / V(cap));
-    return V(1) - t * t;
-  }
-};
-
 
 template <class Score, class Mask, class T>
 void check(const Score& score, bool padded, double tol) {
@@ -108,7 +91,7 @@ void check_all(double tol) {
     check<score::ReLU, Mask, T>({}, padded, tol);
     check<score::Sigmoid, Mask, T>({}, padded, tol);
     check<score::Polynomial, Mask, T>({}, padded, tol);
-    check<SoftCapped, Mask, T>({}, padded, tol);
+    check<user::Softcap, Mask, T>({}, padded, tol);
   }
 }
 

@@ -8,29 +8,13 @@
 #include <string>
 
 #include "model_testing.hpp"
+#include "softcap_score.hpp"
 #include "sinklab/autodiff/gradcheck.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
 #include "sinklab/nn/transformer.hpp"
 
 namespace user {
 using namespace sinklab;
-
-// Soft-capped logits (Gemma 2): the softmax sees t = cap·tanh(s / cap) instead of s.
-struct Softcap : score::Softmax {
-  static constexpr const char* name = "softcap";
-  double cap = 2.0;
-  template <class V>
-  SINKLAB_HD V logits(V s) const {
-    using std::tanh;
-    return V(cap) * tanh(s / V(cap));
-  }
-  template <class V>
-  SINKLAB_HD V logits_grad(V s) const {
-    using std::tanh;
-    const V t = tanh(s / V(cap));
-    return V(1) - t * t;
-  }
-};
 
 // A tanh gate on each head's output, g = tanh(x·W_g), in place of the sigmoid.
 struct TanhGate : gate::FromInput<gate::per_head, gate::on_output> {
