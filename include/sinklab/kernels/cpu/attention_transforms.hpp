@@ -126,34 +126,46 @@ int64_t check_gate(const char* fn, const Tensor<T, Dev>& x, const Tensor<T, Dev>
 }
 }  // namespace detail
 
-// The gate's activation of its logits, elementwise (then edited, when the edit is active).
-template <class Gate, class T, HostDevice Dev>
-Tensor<T, Dev> gate_values(const Gate&, const Tensor<T, Dev>& logit_, const Edit<T, Dev>& edit = {}) {
-  const Tensor<T, Dev> logit = logit_.contiguous();
-  detail::check_edit("gate_values", edit, logit.shape());
-  Tensor<T, Dev> s = Tensor<T, Dev>::empty(logit.shape());
-  for (int64_t i = 0; i < logit.numel(); ++i) s.data()[i] = Gate::activation(logit.data()[i]);
-  if (edit.active()) detail::apply_edit(edit, s.data(), 0, s.numel());
-  return s;
+namespace detail {
+// The gate value at logit index i: act(logit[i]), or scale[i]·act(logit[i]) + shift[i] under an
+// active edit (scale and shift null without one).
+template <class Gate, class T>
+T gate_value(const T* logit, const T* scale, const T* shift, int64_t i) {
+  const T g = Gate::activation(logit[i]);
+  return scale ? scale[i] * g + shift[i] : g;
 }
+template <class T, class Dev>
+const T* edit_scale(const Edit<T, Dev>& e) {
+  return e.active() ? e.scale.data() : nullptr;
+}
+template <class T, class Dev>
+const T* edit_shift(const Edit<T, Dev>& e) {
+  return e.active() ? e.shift.data() : nullptr;
+}
+}  // namespace detail
 
 // y = σ(logit) ⊙ x, the gate broadcast over the channels of a head when it is per head. An active
 // edit replaces the gate values σ(logit) by scale ⊙ σ(logit) + shift (shapes of the logits).
 template <class Gate, class T, HostDevice Dev>
-Tensor<T, Dev> gate_forward(const Gate& gate, const Tensor<T, Dev>& x_, const Tensor<T, Dev>& logit_,
+Tensor<T, Dev> gate_forward(const Gate&, const Tensor<T, Dev>& x_, const Tensor<T, Dev>& logit_,
                             const Edit<T, Dev>& edit = {}) {
   detail::require_float<T>();
   const int64_t G = detail::check_gate<Gate>("gate_forward", x_, logit_);
-  const Tensor<T, Dev> x = x_.contiguous();
-  const Tensor<T, Dev> gv = gate_values(gate, logit_, edit);
+  detail::check_edit("gate_forward", edit, logit_.shape());
+  const Tensor<T, Dev> x = x_.contiguous(), logit = logit_.contiguous();
+  const T *es = detail::edit_scale(edit), *eb = detail::edit_shift(edit);
   const int64_t rows = x.numel() / std::max<int64_t>(1, x.size(3)), d = x.size(3);
   Tensor<T, Dev> y = detail::output_zeros<T, Dev>(x.shape());
   parallel_for(0, rows, 256, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* xr = x.data() + r * d;
-      const T* gr = gv.data() + r * G;
       T* yr = y.data() + r * d;
-      for (int64_t c = 0; c < d; ++c) yr[c] = gr[G == 1 ? 0 : c] * xr[c];
+      if (G == 1) {
+        const T g = detail::gate_value<Gate>(logit.data(), es, eb, r);
+        for (int64_t c = 0; c < d; ++c) yr[c] = g * xr[c];
+      } else {
+        for (int64_t c = 0; c < d; ++c) yr[c] = detail::gate_value<Gate>(logit.data(), es, eb, r * G + c) * xr[c];
+      }
     }
   });
   return y;
@@ -162,15 +174,15 @@ Tensor<T, Dev> gate_forward(const Gate& gate, const Tensor<T, Dev>& x_, const Te
 // dx = g ⊙ dy;  dlogit = s ⊙ σ'(logit) · Σ_(channels of the gate) x ⊙ dy, with g the (edited) gate
 // values and s the edit's scale (1 without an edit).
 template <class Gate, class T, HostDevice Dev>
-GateGrads<T, Dev> gate_backward(const Gate& gate, const Tensor<T, Dev>& x_, const Tensor<T, Dev>& logit_,
+GateGrads<T, Dev> gate_backward(const Gate&, const Tensor<T, Dev>& x_, const Tensor<T, Dev>& logit_,
                                 const Tensor<T, Dev>& dy_, const Edit<T, Dev>& edit = {}) {
   detail::require_float<T>();
   const int64_t G = detail::check_gate<Gate>("gate_backward", x_, logit_);
   SINKLAB_CHECK(dy_.shape() == x_.shape(), "gate_backward: gradient ", dy_.shape(),
                 " must have the shape of the gated tensor ", x_.shape());
+  detail::check_edit("gate_backward", edit, logit_.shape());
   const Tensor<T, Dev> x = x_.contiguous(), logit = logit_.contiguous(), dy = dy_.contiguous();
-  const Tensor<T, Dev> gv = gate_values(gate, logit, edit);
-  const Tensor<T, Dev> scale = edit.active() ? edit.scale.contiguous() : Tensor<T, Dev>{};
+  const T *es = detail::edit_scale(edit), *eb = detail::edit_shift(edit);
   const int64_t rows = x.numel() / std::max<int64_t>(1, x.size(3)), d = x.size(3);
   GateGrads<T, Dev> g{detail::output_zeros<T, Dev>(x.shape()), detail::output_zeros<T, Dev>(logit.shape())};
   parallel_for(0, rows, 256, [&](int64_t lo, int64_t hi) {
@@ -178,17 +190,16 @@ GateGrads<T, Dev> gate_backward(const Gate& gate, const Tensor<T, Dev>& x_, cons
       const T* xr = x.data() + r * d;
       const T* dyr = dy.data() + r * d;
       const T* lr = logit.data() + r * G;
-      const T* gr = gv.data() + r * G;
-      const T* sr = scale.defined() ? scale.data() + r * G : nullptr;
       T* dxr = g.dx.data() + r * d;
       T* dlr = g.dlogit.data() + r * G;
       if (G == 1) {
-        for (int64_t c = 0; c < d; ++c) dxr[c] = gr[0] * dyr[c];
-        dlr[0] = (sr ? sr[0] : T(1)) * Gate::activation_grad(lr[0]) * simd::dot(xr, dyr, d);
+        const T gv = detail::gate_value<Gate>(logit.data(), es, eb, r);
+        for (int64_t c = 0; c < d; ++c) dxr[c] = gv * dyr[c];
+        dlr[0] = (es ? es[r] : T(1)) * Gate::activation_grad(lr[0]) * simd::dot(xr, dyr, d);
       } else {
         for (int64_t c = 0; c < d; ++c) {
-          dxr[c] = gr[c] * dyr[c];
-          dlr[c] = (sr ? sr[c] : T(1)) * Gate::activation_grad(lr[c]) * xr[c] * dyr[c];
+          dxr[c] = detail::gate_value<Gate>(logit.data(), es, eb, r * G + c) * dyr[c];
+          dlr[c] = (es ? es[r * G + c] : T(1)) * Gate::activation_grad(lr[c]) * xr[c] * dyr[c];
         }
       }
     }
@@ -205,4 +216,15 @@ Tensor<T, Dev> row_norms(const Tensor<T, Dev>& x_) {
   for (int64_t r = 0; r < rows; ++r) n.data()[r] = std::sqrt(simd::dot(x.data() + r * d, x.data() + r * d, d));
   return n;
 }
+// ... and the gate's values (edited, when the edit is active), elementwise over the logits.
+template <class Gate, class T, HostDevice Dev>
+Tensor<T, Dev> gate_values(const Gate&, const Tensor<T, Dev>& logit_, const Edit<T, Dev>& edit = {}) {
+  const Tensor<T, Dev> logit = logit_.contiguous();
+  detail::check_edit("gate_values", edit, logit.shape());
+  const T *es = detail::edit_scale(edit), *eb = detail::edit_shift(edit);
+  Tensor<T, Dev> s = Tensor<T, Dev>::empty(logit.shape());
+  for (int64_t i = 0; i < logit.numel(); ++i) s.data()[i] = detail::gate_value<Gate>(logit.data(), es, eb, i);
+  return s;
+}
+
 }  // namespace sinklab::kernels::cpu
