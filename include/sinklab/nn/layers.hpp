@@ -138,13 +138,6 @@ struct Layer {
   };
 };
 
-namespace detail {
-inline const std::vector<Intervention>& no_interventions() {
-  static const std::vector<Intervention> none;
-  return none;
-}
-}  // namespace detail
-
 // The layer stack every model shares: a mixing module (mix::) and the layers, run over the
 // residual stream h [B, T, D] (inserted tokens included), recording into a ModelProbe when given.
 template <class Block, class Attn, class FFN, class Mix = mix::None>
@@ -181,16 +174,19 @@ struct LayerStack {
         probe->layers.resize(layers.size());
         probe->embeddings = h.value();
       }
-      std::vector<std::vector<Intervention>> edits(layers.size());  // the probe's, by layer
-      for (const Intervention& iv : probe ? probe->interventions : detail::no_interventions()) {
-        SINKLAB_CHECK(iv.layer >= 0 && iv.layer < static_cast<int64_t>(layers.size()), "intervention ",
-                      iv.describe(), ": the model has ", layers.size(), " layers");
-        edits[static_cast<std::size_t>(iv.layer)].push_back(iv);
+      std::vector<std::vector<Intervention>> edits;  // the probe's, by layer (no allocation without any)
+      if (probe && !probe->interventions.empty()) {
+        edits.resize(layers.size());
+        for (const Intervention& iv : probe->interventions) {
+          SINKLAB_CHECK(iv.layer >= 0 && iv.layer < static_cast<int64_t>(layers.size()), "intervention ",
+                        iv.describe(), ": the model has ", layers.size(), " layers");
+          edits[static_cast<std::size_t>(iv.layer)].push_back(iv);
+        }
       }
       for (std::size_t i = 0; i < layers.size(); ++i) {
         ::sinklab::attn::Extras<T> ex;
         ex.kv_lengths = kv_lengths;
-        ex.interventions = &edits[i];
+        if (!edits.empty()) ex.interventions = &edits[i];
         ex.mix = mixer.hook(static_cast<int64_t>(i));
         LayerRecord<T>* rec = probe ? &probe->layers[i] : nullptr;
         if (rec && probe->attention) ex.probe = &rec->attn;
