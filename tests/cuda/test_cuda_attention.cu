@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "sinklab/core/rng.hpp"
+#include "../max_rel_diff.hpp"
+#include "on_device.cuh"
 #include "sinklab/cuda/device.cuh"
 #include "sinklab/kernels/cuda/attention_backward.hpp"
 #include "sinklab/kernels/cuda/attention_forward.hpp"
@@ -47,21 +49,6 @@ __global__ void backward_q_kernel(Score score, const T* q, const T* k, const T* 
   kernels::cuda::attention_backward_q<simt::Cuda, Score, mask::Causal, T>(ctx, score, q, k, v, lse, D, dout, dq, sh);
 }
 
-template <class T>
-struct DeviceBuffer {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit DeviceBuffer(const std::vector<T>& h) : n(h.size()) {
-    cuda_backend::check(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
-    if (n) cuda_backend::check(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-  std::vector<T> host() const {
-    std::vector<T> h(n);
-    cuda_backend::check(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    return h;
-  }
-};
 
 enum class Kind { Softmax, Sink, Clipped, ReLU };
 
@@ -113,24 +100,21 @@ void check(Kind kind, Score score, double tol) {
   const std::vector<int64_t> lengths{Tq, 190};
   const std::vector<double> want = reference(kind, q, k, v, sink, lengths.data(), B, H, Hkv, Tq, d);
 
-  DeviceBuffer<T> dq(qt), dk(kt), dv(vt), dsink(sinkt), dout(std::vector<T>(B * H * Tq * d)), dlse(std::vector<T>(B * H * Tq));
-  DeviceBuffer<int64_t> dlen(lengths);
-  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, sizeof(T) == 8 ? 16 : 32, dlen.p};
+  using sinklab_test::on_device;
+  auto dq = on_device(qt), dk = on_device(kt), dv = on_device(vt), dsink = on_device(sinkt),
+       dout = on_device(std::vector<T>(B * H * Tq * d)), dlse = on_device(std::vector<T>(B * H * Tq));
+  const auto dlen = on_device(lengths);
+  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, sizeof(T) == 8 ? 16 : 32, dlen.data()};
   typename Score::template Args<T> args{};
-  if constexpr (Score::has_sink) args.sink_logit = dsink.p;
+  if constexpr (Score::has_sink) args.sink_logit = dsink.data();
   const std::size_t shared = kernels::cuda::attention_forward_shared_bytes<T>(threads, sh.block_k, d);
   REQUIRE(shared <= 48 * 1024);
   attention_forward_kernel<Score, T>
-      <<<kernels::cuda::attention_forward_blocks(sh, threads), threads, shared>>>(score, args, dq.p, dk.p, dv.p, dout.p, dlse.p, sh);
+      <<<kernels::cuda::attention_forward_blocks(sh, threads), threads, shared>>>(score, args, dq.data(), dk.data(), dv.data(), dout.data(), dlse.data(), sh);
   cuda_backend::check(cudaDeviceSynchronize(), "attention_forward_kernel");
-  const std::vector<T> got = dout.host();
-  double diff = 0, scale = 0;
-  for (std::size_t x = 0; x < got.size(); ++x) {
-    diff = std::max(diff, std::abs(double(got[x]) - want[x]));
-    scale = std::max(scale, std::abs(want[x]));
-  }
-  INFO(Score::name, ": max relative difference ", diff / scale);
-  CHECK(diff / scale <= tol);
+  const double rel = sinklab_test::max_rel_diff(dout.to_vector(), want);
+  INFO(Score::name, ": max relative difference ", rel);
+  CHECK(rel <= tol);
 }
 
 // Softmax attention's gradients in double loops: dq, dk, dv for dO (causal, GQA, padded keys).
@@ -192,33 +176,27 @@ void check_backward(double tol) {
   const std::vector<int64_t> lengths{Tq, 101};
   const Grads want = reference_backward(q, k, v, dout, lengths.data(), B, H, Hkv, Tq, d);
 
-  DeviceBuffer<T> dq_(qt), dk_(kt), dv_(vt), ddout(doutt), dout_fwd(std::vector<T>(qt.size())),
-      dlse(std::vector<T>(B * H * Tq)), dD(std::vector<T>(B * H * Tq)), gq(std::vector<T>(qt.size())),
-      gk(std::vector<T>(kt.size())), gv(std::vector<T>(vt.size()));
-  DeviceBuffer<int64_t> dlen(lengths);
-  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, 16, dlen.p};
+  using sinklab_test::on_device;
+  auto dq_ = on_device(qt), dk_ = on_device(kt), dv_ = on_device(vt), ddout = on_device(doutt),
+       dout_fwd = on_device(std::vector<T>(qt.size())), dlse = on_device(std::vector<T>(B * H * Tq)),
+       dD = on_device(std::vector<T>(B * H * Tq)), gq = on_device(std::vector<T>(qt.size())),
+       gk = on_device(std::vector<T>(kt.size())), gv = on_device(std::vector<T>(vt.size()));
+  const auto dlen = on_device(lengths);
+  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, 16, dlen.data()};
   const std::size_t fwd = kernels::cuda::attention_forward_shared_bytes<T>(threads, sh.block_k, d);
   const std::size_t bwd = kernels::cuda::attention_backward_shared_bytes<T>(threads, sh.block_k, d);
   REQUIRE(std::max(fwd, bwd) <= 48 * 1024);
   const int64_t blocks = kernels::cuda::attention_forward_blocks(sh, threads);
-  attention_forward_kernel<Score, T><<<blocks, threads, fwd>>>({}, {}, dq_.p, dk_.p, dv_.p, dout_fwd.p, dlse.p, sh);
-  backward_rows_kernel<Score, T><<<blocks, threads, bwd>>>({}, {}, dq_.p, dk_.p, dv_.p, dout_fwd.p, dlse.p, ddout.p, dD.p,
+  attention_forward_kernel<Score, T><<<blocks, threads, fwd>>>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(), dlse.data(), sh);
+  backward_rows_kernel<Score, T><<<blocks, threads, bwd>>>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(), dlse.data(), ddout.data(), dD.data(),
                                                           nullptr, sh);
-  backward_kv_kernel<Score, T><<<B * Hkv * ((Tq + threads - 1) / threads), threads, bwd>>>({}, dq_.p, dk_.p, dv_.p, dlse.p,
-                                                                                         dD.p, ddout.p, gk.p, gv.p, sh);
-  backward_q_kernel<Score, T><<<blocks, threads, bwd>>>({}, dq_.p, dk_.p, dv_.p, dlse.p, dD.p, ddout.p, gq.p, sh);
+  backward_kv_kernel<Score, T><<<B * Hkv * ((Tq + threads - 1) / threads), threads, bwd>>>({}, dq_.data(), dk_.data(), dv_.data(), dlse.data(),
+                                                                                         dD.data(), ddout.data(), gk.data(), gv.data(), sh);
+  backward_q_kernel<Score, T><<<blocks, threads, bwd>>>({}, dq_.data(), dk_.data(), dv_.data(), dlse.data(), dD.data(), ddout.data(), gq.data(), sh);
   cuda_backend::check(cudaDeviceSynchronize(), "attention backward kernels");
-  auto rel = [](const std::vector<T>& got, const std::vector<double>& ref) {
-    double diff = 0, scale = 0;
-    for (std::size_t x = 0; x < got.size(); ++x) {
-      diff = std::max(diff, std::abs(double(got[x]) - ref[x]));
-      scale = std::max(scale, std::abs(ref[x]));
-    }
-    return diff / scale;
-  };
-  CHECK(rel(gq.host(), want.dq) <= tol);
-  CHECK(rel(gk.host(), want.dk) <= tol);
-  CHECK(rel(gv.host(), want.dv) <= tol);
+  CHECK(sinklab_test::max_rel_diff(gq.to_vector(), want.dq) <= tol);
+  CHECK(sinklab_test::max_rel_diff(gk.to_vector(), want.dk) <= tol);
+  CHECK(sinklab_test::max_rel_diff(gv.to_vector(), want.dv) <= tol);
 }
 
 }  // namespace

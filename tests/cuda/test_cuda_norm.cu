@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "sinklab/core/rng.hpp"
+#include "../max_rel_diff.hpp"
+#include "on_device.cuh"
 #include "sinklab/cuda/device.cuh"
 #include "sinklab/kernels/cuda/rms_norm.hpp"
 
@@ -32,32 +34,7 @@ __global__ void rms_backward_params_kernel(const T* x, const T* pre, const T* ga
   kernels::cuda::rms_backward_params(ctx, x, pre, gain, rstd, k, gy, ggain, gpre, rows, n);
 }
 
-// A device copy of a host vector, freed with the object.
-template <class T>
-struct DeviceBuffer {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit DeviceBuffer(const std::vector<T>& h) : n(h.size()) {
-    cuda_backend::check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
-    cuda_backend::check(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-  std::vector<T> host() const {
-    std::vector<T> h(n);
-    cuda_backend::check(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    return h;
-  }
-};
 
-template <class T>
-double rel_diff(const std::vector<T>& a, const std::vector<double>& b) {
-  double d = 0, s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    s = std::max(s, std::abs(static_cast<double>(b[i])));
-  }
-  return s > 0 ? d / s : d;
-}
 
 // y, rstd, gx, ggain, gpre of pre-affine RMSNorm in double loops.
 struct Reference {
@@ -100,18 +77,20 @@ void check_rms(double tol) {
   const T eps = T(1e-6);
   const Reference ref = reference(x, pre, gain, gy, rows, n, double(eps));
   const std::vector<T> zeros_rn(rows * n, T(0)), zeros_r(rows, T(0));
-  DeviceBuffer<T> dx(x), dgy(gy), dgain(gain), dpre(pre), dy(zeros_rn), drstd(zeros_r), dgx(zeros_rn), dk(zeros_r);
-  DeviceBuffer<T> dggain(std::vector<T>(n, T(0))), dgpre(std::vector<T>(n, T(0)));
+  using sinklab_test::on_device;
+  auto dx = on_device(x), dgy = on_device(gy), dgain = on_device(gain), dpre = on_device(pre), dy = on_device(zeros_rn),
+       drstd = on_device(zeros_r), dgx = on_device(zeros_rn), dk = on_device(zeros_r);
+  auto dggain = on_device(std::vector<T>(n, T(0))), dgpre = on_device(std::vector<T>(n, T(0)));
   const std::size_t shared = kernels::cuda::rms_shared_bytes<T>(threads);
-  rms_forward_kernel<T><<<16, threads, shared>>>(dx.p, dpre.p, dgain.p, dy.p, drstd.p, rows, n, eps);
-  rms_backward_input_kernel<T><<<16, threads, shared>>>(dx.p, dpre.p, dgain.p, drstd.p, dgy.p, dgx.p, dk.p, rows, n);
-  rms_backward_params_kernel<T><<<2, threads>>>(dx.p, dpre.p, dgain.p, drstd.p, dk.p, dgy.p, dggain.p, dgpre.p, rows, n);
+  rms_forward_kernel<T><<<16, threads, shared>>>(dx.data(), dpre.data(), dgain.data(), dy.data(), drstd.data(), rows, n, eps);
+  rms_backward_input_kernel<T><<<16, threads, shared>>>(dx.data(), dpre.data(), dgain.data(), drstd.data(), dgy.data(), dgx.data(), dk.data(), rows, n);
+  rms_backward_params_kernel<T><<<2, threads>>>(dx.data(), dpre.data(), dgain.data(), drstd.data(), dk.data(), dgy.data(), dggain.data(), dgpre.data(), rows, n);
   cuda_backend::check(cudaDeviceSynchronize(), "RMSNorm kernels");
-  CHECK(rel_diff(dy.host(), ref.y) <= tol);
-  CHECK(rel_diff(drstd.host(), ref.rstd) <= tol);
-  CHECK(rel_diff(dgx.host(), ref.gx) <= tol);
-  CHECK(rel_diff(dggain.host(), ref.ggain) <= tol);
-  CHECK(rel_diff(dgpre.host(), ref.gpre) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dy.to_vector(), ref.y) <= tol);
+  CHECK(sinklab_test::max_rel_diff(drstd.to_vector(), ref.rstd) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dgx.to_vector(), ref.gx) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dggain.to_vector(), ref.ggain) <= tol);
+  CHECK(sinklab_test::max_rel_diff(dgpre.to_vector(), ref.gpre) <= tol);
 }
 
 }  // namespace

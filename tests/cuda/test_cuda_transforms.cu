@@ -8,6 +8,7 @@
 
 #include "../device_compare.hpp"
 #include "sinklab/core/rng.hpp"
+#include "on_device.cuh"
 #include "sinklab/cuda/device.cuh"
 #include "sinklab/kernels/cuda/attention_transforms.hpp"
 
@@ -27,18 +28,6 @@ __global__ void transforms_kernel(value::VScale vs, value::VScale::Args<double> 
   kernels::cuda::gate_backward(ctx, Gate{}, v, logit, dvhat, dv + rows * d, dlogit, rows, d);
 }
 
-double* device_copy(const std::vector<double>& h) {
-  double* p = nullptr;
-  cuda_backend::check(cudaMalloc(&p, h.size() * sizeof(double)), "cudaMalloc");
-  cuda_backend::check(cudaMemcpy(p, h.data(), h.size() * sizeof(double), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return p;
-}
-std::vector<double> host_copy(const double* p, std::size_t n) {
-  std::vector<double> h(n);
-  cuda_backend::check(cudaMemcpy(h.data(), p, n * sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  return h;
-}
-
 }  // namespace
 
 TEST_CASE("cuda: V-scale and a per-channel gate on the device equal the policies' rows on the host") {
@@ -48,15 +37,16 @@ TEST_CASE("cuda: V-scale and a per-channel gate on the device equal the policies
                             logit = rng.normal<double>({rows * d}, 0.0, 2.0).to_vector(),
                             theta = rng.normal<double>({Hkv}, 0.0, 0.5).to_vector();
   const value::VScale vs{};
-  double *dv_ = device_copy(v), *ddvhat = device_copy(dvhat), *dlogit_in = device_copy(logit), *dtheta = device_copy(theta);
-  double *dvhat_out = device_copy(std::vector<double>(rows * d)), *dgrad = device_copy(std::vector<double>(2 * rows * d)),
-         *drow = device_copy(std::vector<double>(rows)), *dy = device_copy(std::vector<double>(rows * d)),
-         *ddlogit = device_copy(std::vector<double>(rows * d));
-  transforms_kernel<<<4, 64>>>(vs, {dtheta}, dv_, ddvhat, dvhat_out, dgrad, drow, dlogit_in, dy, ddlogit, rows, S, Hkv, d);
+  using sinklab_test::on_device;
+  auto dv_ = on_device(v), ddvhat = on_device(dvhat), dlogit_in = on_device(logit), dtheta = on_device(theta);
+  auto dvhat_out = on_device(std::vector<double>(rows * d)), dgrad = on_device(std::vector<double>(2 * rows * d)),
+       drow = on_device(std::vector<double>(rows)), dy = on_device(std::vector<double>(rows * d)),
+       ddlogit = on_device(std::vector<double>(rows * d));
+  transforms_kernel<<<4, 64>>>(vs, {dtheta.data()}, dv_.data(), ddvhat.data(), dvhat_out.data(), dgrad.data(),
+                               drow.data(), dlogit_in.data(), dy.data(), ddlogit.data(), rows, S, Hkv, d);
   cuda_backend::check(cudaDeviceSynchronize(), "transforms_kernel");
-  const auto vhat = host_copy(dvhat_out, rows * d), grad = host_copy(dgrad, 2 * rows * d), row = host_copy(drow, rows),
-             y = host_copy(dy, rows * d), dl = host_copy(ddlogit, rows * d);
-  for (double* p : {dv_, ddvhat, dlogit_in, dtheta, dvhat_out, dgrad, drow, dy, ddlogit}) cudaFree(p);
+  const auto vhat = dvhat_out.to_vector(), grad = dgrad.to_vector(), row = drow.to_vector(), y = dy.to_vector(),
+             dl = ddlogit.to_vector();
 
   const value::VScale::Args<double> host_args{theta.data()};
   int mismatches = 0;
