@@ -66,10 +66,10 @@ struct Cuda {
 #endif
 
 #if !defined(__CUDACC__)
-// A reusable barrier for n threads. Not std::barrier: with GCC 12's, the emulated kernels' results
-// came out wrong now and then on a loaded 2-core machine (as if a phase let a thread through
-// early) and right with this one every time; a mutex and a generation count leave no doubt, and
-// the emulator runs tiny grids where their cost does not matter.
+// A reusable barrier for n threads. Not std::barrier: with GCC 12's, emulated kernels give wrong
+// results now and then on a loaded machine (as if a phase let a thread through early); a mutex
+// and a generation count leave no doubt, and the emulator runs tiny grids where their cost does
+// not matter.
 class Barrier {
  public:
   explicit Barrier(int64_t n) : n_(n) {}
