@@ -270,19 +270,31 @@ void for_each_grad(const PipelineGrads<T, Score, Value>& a, const PipelineGrads<
 
 // fp32: fused forward and backward equal the materialised reference within `tol`. Parameter
 // gradients (sink logits, θ) are single numbers summed over B·T or B·S terms of both signs, so
-// float cancellation in them is larger; they get `param_tol` here and 1e-6 in the fp64 gradcheck.
+// float cancellation in them is larger: each fp32 side is held to the fp64 pipeline's within
+// `param_tol` (V-scale's θ under GELU scores is 1e-4 off on the fused side; comparing the two
+// fp32 sides with each other would pass errors they share), and to 1e-6 in the fp64 gradcheck.
 template <class Mask, class Score, class Value>
 void check_fused_matches_reference(const Problem<double, Score, Value>& pd, double tol = 1e-5,
-                                   double param_tol = 5e-5) {
+                                   double param_tol = 2e-4) {
   const auto pf = cast<float>(pd);
   const auto fused = run<true, Mask>(pf, true);
   const auto ref = run<false, Mask>(pf, true);
+  auto is_param = [](const char* name) {
+    return std::string(name).rfind("dscore.", 0) == 0 || std::string(name).rfind("dvalue.", 0) == 0;
+  };
   for_each_grad(fused, ref, [&](const char* name, const Tensor<float>& a, const Tensor<float>& b) {
     INFO(std::string(name));
     CHECK(all_finite(a));
-    const bool param = std::string(name).rfind("dscore.", 0) == 0 || std::string(name).rfind("dvalue.", 0) == 0;
-    CHECK(rel_error(a, b) <= (param ? param_tol : tol));
+    if (!is_param(name)) CHECK(rel_error(a, b) <= tol);
   });
+  const auto exact = run<true, Mask>(pd, true);
+  for (const auto* side : {&fused, &ref}) {
+    const std::string which = side == &fused ? " (fused fp32 vs fp64)" : " (reference fp32 vs fp64)";
+    for_each_grad(*side, exact, [&](const char* name, const Tensor<float>& a, const Tensor<double>& b) {
+      INFO((std::string(name) + which));
+      if (is_param(name)) CHECK(rel_error(a, b) <= param_tol);
+    });
+  }
 }
 
 // fp64: analytic gradients of the fused pipeline equal central differences.

@@ -56,7 +56,7 @@ struct ReLU2 {
   }
 };
 
-// Exact GELU x·Φ(x) (erf form, PyTorch's default).
+// Exact GELU x·Φ(x) (PyTorch's default; Φ through erfc, policy::math::normal_cdf).
 struct GELU {
   static constexpr const char* name = "gelu";
   template <class V>
@@ -69,9 +69,8 @@ struct GELU {
   }
   template <class V>
   SINKLAB_HD static void eval(V x, V& f, V& df) {
-    using std::erf;
     using std::exp;
-    const V cdf = V(0.5) * (V(1) + erf(x * V(0.70710678118654752440)));
+    const V cdf = policy::math::normal_cdf(x);
     f = x * cdf;
     df = cdf + x * V(0.39894228040143267794) * exp(V(-0.5) * x * x);
   }

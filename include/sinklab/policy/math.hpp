@@ -50,17 +50,24 @@ SINKLAB_HD V softplus(V x) {
   return max(x, V(0)) + log1p(exp(-abs(x)));
 }
 
-// Exact GELU x·Φ(x) (erf form, as torch's default), and its derivative Φ(x) + x·φ(x).
+// Φ(x), the standard normal CDF, as erfc(−x/√2)/2: the textbook (1 + erf(x/√2))/2 cancels for
+// negative x (at x = −3 a float keeps four digits, at −6 none), erfc does not.
+template <class V>
+SINKLAB_HD V normal_cdf(V x) {
+  using std::erfc;
+  return V(0.5) * erfc(x * V(-0.70710678118654752440));
+}
+
+// Exact GELU x·Φ(x) (torch's default, the erf form, computed through erfc), and its derivative
+// Φ(x) + x·φ(x).
 template <class V>
 SINKLAB_HD V gelu(V x) {
-  using std::erf;
-  return V(0.5) * x * (V(1) + erf(x * V(0.70710678118654752440)));
+  return x * normal_cdf(x);
 }
 template <class V>
 SINKLAB_HD V gelu_grad(V x) {
-  using std::erf;
   using std::exp;
-  return V(0.5) * (V(1) + erf(x * V(0.70710678118654752440))) + x * V(0.39894228040143267794) * exp(V(-0.5) * x * x);
+  return normal_cdf(x) + x * V(0.39894228040143267794) * exp(V(-0.5) * x * x);
 }
 
 // x^p for an integer p >= 0 by repeated multiplication (defined for negative x, unlike pow).
