@@ -13,42 +13,11 @@
 #include "sinklab/core/rng.hpp"
 #include "../max_rel_diff.hpp"
 #include "on_device.cuh"
-#include "sinklab/cuda/device.cuh"
-#include "sinklab/kernels/cuda/attention_backward.hpp"
-#include "sinklab/kernels/cuda/attention_forward.hpp"
+#include "sinklab/cuda/attention.cuh"
 
 using namespace sinklab;
 
 namespace {
-
-template <class Score, class T>
-__global__ void attention_forward_kernel(Score score, typename Score::template Args<T> args, const T* q, const T* k,
-                                         const T* v, T* out, T* lse, kernels::cuda::AttentionShape sh) {
-  simt::Cuda ctx;
-  kernels::cuda::attention_forward<simt::Cuda, Score, mask::Causal, T>(ctx, score, args, q, k, v, out, lse, sh);
-}
-
-template <class Score, class T>
-__global__ void backward_rows_kernel(Score score, typename Score::template Args<T> args, const T* q, const T* k,
-                                     const T* v, const T* out, const T* lse, const T* dout, T* D, T* row_grad,
-                                     kernels::cuda::AttentionShape sh) {
-  simt::Cuda ctx;
-  kernels::cuda::attention_backward_rows<simt::Cuda, Score, mask::Causal, T>(ctx, score, args, q, k, v, out, lse, dout,
-                                                                             D, row_grad, sh);
-}
-template <class Score, class T>
-__global__ void backward_kv_kernel(Score score, const T* q, const T* k, const T* v, const T* lse, const T* D,
-                                   const T* dout, T* dk, T* dv, kernels::cuda::AttentionShape sh) {
-  simt::Cuda ctx;
-  kernels::cuda::attention_backward_kv<simt::Cuda, Score, mask::Causal, T>(ctx, score, q, k, v, lse, D, dout, dk, dv, sh);
-}
-template <class Score, class T>
-__global__ void backward_q_kernel(Score score, const T* q, const T* k, const T* v, const T* lse, const T* D,
-                                  const T* dout, T* dq, kernels::cuda::AttentionShape sh) {
-  simt::Cuda ctx;
-  kernels::cuda::attention_backward_q<simt::Cuda, Score, mask::Causal, T>(ctx, score, q, k, v, lse, D, dout, dq, sh);
-}
-
 
 enum class Kind { Softmax, Sink, Clipped, ReLU };
 
@@ -83,10 +52,13 @@ std::vector<double> reference(Kind kind, const std::vector<double>& q, const std
   return out;
 }
 
+// The default launch fits the 48 KiB of dynamic shared memory a kernel gets without opting in;
+// `wide` (128 rows, 64-key tiles) needs the opt-in that cuda_backend's launchers ask for.
+constexpr cuda_backend::AttentionLaunch wide{128, 64};
+
 template <class Score, class T>
-void check(Kind kind, Score score, double tol) {
-  // Within the 48 KiB of dynamic shared memory a launch gets without opting in to more.
-  const int64_t B = 2, H = 4, Hkv = 2, Tq = 301, d = 64, threads = sizeof(T) == 8 ? 32 : 64;
+void check(Kind kind, Score score, double tol, cuda_backend::AttentionLaunch cfg = {}) {
+  const int64_t B = 2, H = 4, Hkv = 2, Tq = 301, d = 64;
   Rng rng(5);
   auto draw = [&](int64_t n) {
     std::vector<double> x = rng.normal<double>({n}).to_vector();
@@ -104,16 +76,15 @@ void check(Kind kind, Score score, double tol) {
   auto dq = on_device(qt), dk = on_device(kt), dv = on_device(vt), dsink = on_device(sinkt),
        dout = on_device(std::vector<T>(B * H * Tq * d)), dlse = on_device(std::vector<T>(B * H * Tq));
   const auto dlen = on_device(lengths);
-  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, sizeof(T) == 8 ? 16 : 32, dlen.data()};
+  if (sizeof(T) == 8 && cfg.threads == 64) cfg = {32, 16};  // double: half the rows per block
+  const kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, cfg.block_k, dlen.data()};
   typename Score::template Args<T> args{};
   if constexpr (Score::has_sink) args.sink_logit = dsink.data();
-  const std::size_t shared = kernels::cuda::attention_forward_shared_bytes<T>(threads, sh.block_k, d);
-  REQUIRE(shared <= 48 * 1024);
-  attention_forward_kernel<Score, T>
-      <<<kernels::cuda::attention_forward_blocks(sh, threads), threads, shared>>>(score, args, dq.data(), dk.data(), dv.data(), dout.data(), dlse.data(), sh);
-  cuda_backend::check(cudaDeviceSynchronize(), "attention_forward_kernel");
+  cuda_backend::attention_forward<Score, mask::Causal, T>(score, args, dq.data(), dk.data(), dv.data(), dout.data(),
+                                                          dlse.data(), sh, cfg);
+  cuda_backend::check(cudaDeviceSynchronize(), "attention_forward");
   const double rel = sinklab_test::max_rel_diff(dout.to_vector(), want);
-  INFO(Score::name, ": max relative difference ", rel);
+  INFO(Score::name, " with ", cfg.threads, " threads, block_k ", cfg.block_k, ": max relative difference ", rel);
   CHECK(rel <= tol);
 }
 
@@ -160,9 +131,9 @@ Grads reference_backward(const std::vector<double>& q, const std::vector<double>
 }
 
 template <class T>
-void check_backward(double tol) {
+void check_backward(double tol, cuda_backend::AttentionLaunch cfg = {32, 16}) {
   using Score = score::Softmax;
-  const int64_t B = 2, H = 4, Hkv = 2, Tq = 157, d = 32, threads = 32;
+  const int64_t B = 2, H = 4, Hkv = 2, Tq = 157, d = 32;
   Rng rng(6);
   auto draw = [&](int64_t n) {
     std::vector<double> x = rng.normal<double>({n}).to_vector();
@@ -182,17 +153,12 @@ void check_backward(double tol) {
        dD = on_device(std::vector<T>(B * H * Tq)), gq = on_device(std::vector<T>(qt.size())),
        gk = on_device(std::vector<T>(kt.size())), gv = on_device(std::vector<T>(vt.size()));
   const auto dlen = on_device(lengths);
-  kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, 16, dlen.data()};
-  const std::size_t fwd = kernels::cuda::attention_forward_shared_bytes<T>(threads, sh.block_k, d);
-  const std::size_t bwd = kernels::cuda::attention_backward_shared_bytes<T>(threads, sh.block_k, d);
-  REQUIRE(std::max(fwd, bwd) <= 48 * 1024);
-  const int64_t blocks = kernels::cuda::attention_forward_blocks(sh, threads);
-  attention_forward_kernel<Score, T><<<blocks, threads, fwd>>>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(), dlse.data(), sh);
-  backward_rows_kernel<Score, T><<<blocks, threads, bwd>>>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(), dlse.data(), ddout.data(), dD.data(),
-                                                          nullptr, sh);
-  backward_kv_kernel<Score, T><<<B * Hkv * ((Tq + threads - 1) / threads), threads, bwd>>>({}, dq_.data(), dk_.data(), dv_.data(), dlse.data(),
-                                                                                         dD.data(), ddout.data(), gk.data(), gv.data(), sh);
-  backward_q_kernel<Score, T><<<blocks, threads, bwd>>>({}, dq_.data(), dk_.data(), dv_.data(), dlse.data(), dD.data(), ddout.data(), gq.data(), sh);
+  const kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, cfg.block_k, dlen.data()};
+  cuda_backend::attention_forward<Score, mask::Causal, T>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(),
+                                                          dlse.data(), sh, cfg);
+  cuda_backend::attention_backward<Score, mask::Causal, T>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(),
+                                                           dlse.data(), ddout.data(), gq.data(), gk.data(), gv.data(),
+                                                           nullptr, dD.data(), nullptr, sh, cfg);
   cuda_backend::check(cudaDeviceSynchronize(), "attention backward kernels");
   CHECK(sinklab_test::max_rel_diff(gq.to_vector(), want.dq) <= tol);
   CHECK(sinklab_test::max_rel_diff(gk.to_vector(), want.dk) <= tol);
@@ -204,6 +170,7 @@ void check_backward(double tol) {
 TEST_CASE("cuda: fused attention backward on the device equals the loop reference (softmax, double and float)") {
   check_backward<double>(1e-11);
   check_backward<float>(2e-5);
+  check_backward<float>(2e-5, wide);
 }
 
 TEST_CASE("cuda: fused attention forward on the device equals the loop reference (double)") {
@@ -216,4 +183,6 @@ TEST_CASE("cuda: fused attention forward on the device equals the loop reference
 TEST_CASE("cuda: fused attention forward on the device equals the loop reference (float)") {
   check<score::Softmax, float>(Kind::Softmax, {}, 1e-5);
   check<score::SoftmaxSink, float>(Kind::Sink, {}, 1e-5);
+  check<score::Softmax, float>(Kind::Softmax, {}, 1e-5, wide);
+  check<score::ClippedSoftmax, float>(Kind::Clipped, score::ClippedSoftmax{1.0, -0.1}, 1e-5, wide);
 }

@@ -58,9 +58,10 @@ SINKLAB_HD PairGrad<T> pair_grad(const Score& score, T raw, T lse, T D, T dA, T 
 
 template <class T>
 SINKLAB_HD std::size_t attention_backward_shared_bytes(int64_t threads, int64_t block_k, int64_t d) {
-  // the larger of: K/V tiles + a row per thread (rows, q kernels); Q/dO tiles + lse, D + 2 rows (kv kernel)
-  const int64_t rows_q = 2 * block_k * d + threads * d;
-  const int64_t kv = 2 * threads * d + 2 * threads + 2 * threads * d;
+  // the larger of: K/V tiles + a thread's q, dO and dq rows (rows, q kernels); Q/dO tiles + lse, D
+  // + a thread's k, v, dk and dv rows (kv kernel). Thread rows are interleaved (detail::LaneRow).
+  const int64_t rows_q = 2 * block_k * d + 3 * threads * d;
+  const int64_t kv = 2 * threads * d + 2 * threads + 4 * threads * d;
   return static_cast<std::size_t>(rows_q > kv ? rows_q : kv) * sizeof(T);
 }
 
@@ -75,6 +76,8 @@ SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const type
   const T scale = detail::attention_scale<T>(sh);
   T* kt = ctx.template shared<T>();
   T* vt = kt + Bk * d;
+  const detail::LaneRow<T> qi = detail::lane_row(vt + Bk * d, tid, threads);
+  const detail::LaneRow<T> oi = detail::lane_row(vt + Bk * d + threads * d, tid, threads);  // dO row
   for (int64_t blk = ctx.block(); blk < sh.B * sh.H * query_blocks; blk += ctx.blocks()) {
     const int64_t bh = blk / query_blocks, qb = blk % query_blocks, b = bh / sh.H, h = bh % sh.H;
     const int64_t i = qb * threads + tid, row = bh * sh.T + i;
@@ -89,16 +92,20 @@ SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const type
       const T* kb = k + (b * sh.Hkv + h / group) * sh.S * d;
       const T* vb = v + (b * sh.Hkv + h / group) * sh.S * d;
       const T li = active ? lse[row] : T(0);
+      if (active) {
+        detail::load_row(qi, q + row * d, d);
+        detail::load_row(oi, dout + row * d, d);
+      }
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
         detail::load_kv_tile(ctx, kt, vt, kb, vb, j0, cols, d);
         ctx.sync();
         for (int64_t j = 0; active && j0 + j < e && j < cols; ++j) {
-          T s = detail::dot(q + row * d, kt + j * d, d) * scale;
+          T s = detail::dot(qi, kt + j * d, d) * scale;
           if constexpr (score::HasLogitsTransform<Score>) s = static_cast<T>(score.logits(s));
           using std::exp;
           const T p = exp(s - li);
-          Di += p * static_cast<T>(score.weight_grad(p)) * detail::dot(dout + row * d, vt + j * d, d);
+          Di += p * static_cast<T>(score.weight_grad(p)) * detail::dot(oi, vt + j * d, d);
         }
         ctx.sync();
       }
@@ -122,20 +129,30 @@ SINKLAB_HD void attention_backward_kv(Ctx& ctx, const Score& score, const T* q, 
   T* ot = qt + threads * d;          // [threads, d] their dO
   T* lt = ot + threads * d;          // [threads] lse
   T* dt = lt + threads;              // [threads] D
-  T* dk_acc = dt + threads + tid * 2 * d;
-  T* dv_acc = dk_acc + d;
+  const detail::LaneRow<T> kj = detail::lane_row(dt + threads, tid, threads);  // this thread's key row
+  const detail::LaneRow<T> vj = detail::lane_row(dt + threads + threads * d, tid, threads);
+  const detail::LaneRow<T> dk_acc = detail::lane_row(dt + threads + 2 * threads * d, tid, threads);
+  const detail::LaneRow<T> dv_acc = detail::lane_row(dt + threads + 3 * threads * d, tid, threads);
   for (int64_t blk = ctx.block(); blk < sh.B * sh.Hkv * key_blocks; blk += ctx.blocks()) {
     const int64_t bk = blk / key_blocks, kb = blk % key_blocks, b = bk / sh.Hkv, hk = bk % sh.Hkv;
     const int64_t j = kb * threads + tid;
     const bool active = j < sh.S;
     const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
-    const T* kj = k + (bk * sh.S + (active ? j : 0)) * d;
-    const T* vj = v + (bk * sh.S + (active ? j : 0)) * d;
-    for (int64_t c = 0; c < 2 * d; ++c) dk_acc[c] = T(0);
+    detail::load_row(kj, k + (bk * sh.S + (active ? j : 0)) * d, d);
+    detail::load_row(vj, v + (bk * sh.S + (active ? j : 0)) * d, d);
+    for (int64_t c = 0; c < d; ++c) dk_acc[c] = dv_acc[c] = T(0);
     for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
       const int64_t bh = b * sh.H + h;
       for (int64_t i0 = 0; i0 < sh.T; i0 += threads) {
         const int64_t rows = sh.T - i0 < threads ? sh.T - i0 : threads;
+        // A query tile none of whose rows sees the block's first key adds nothing (the same test
+        // on every thread, so the barriers stay together).
+        int64_t seen = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t e = Mask::key_end(i0 + r, sh.T, sh.S, kvlen);
+          seen = e > seen ? e : seen;
+        }
+        if (seen <= kb * threads) continue;
         for (int64_t x = tid; x < rows * d; x += threads) {
           qt[x] = q[(bh * sh.T + i0) * d + x];
           ot[x] = dout[(bh * sh.T + i0) * d + x];
@@ -147,20 +164,43 @@ SINKLAB_HD void attention_backward_kv(Ctx& ctx, const Score& score, const T* q, 
           }
         }
         ctx.sync();
-        for (int64_t r = 0; active && r < rows; ++r) {
-          const int64_t i = i0 + r, e = Mask::key_end(i, sh.T, sh.S, kvlen);
-          if (j >= e) continue;
-          score::RowConstants rc{};
-          if constexpr (Score::family != score::Family::Normalised) rc = score.row(e, kvlen);
-          const T raw = detail::dot(qt + r * d, kj, d) * scale;
-          const T dA = detail::dot(ot + r * d, vj, d);
-          const T li = Score::family == score::Family::Normalised ? lt[r] : T(0);
-          const T Di = Score::family == score::Family::Normalised ? dt[r] : T(0);
-          const detail::PairGrad<T> g = detail::pair_grad(score, raw, li, Di, dA, static_cast<T>(rc.scale),
-                                                          static_cast<T>(rc.bias));
-          for (int64_t c = 0; c < d; ++c) {
-            dk_acc[c] += scale * g.ds * qt[r * d + c];
-            dv_acc[c] += g.a * ot[r * d + c];
+        // Four query rows at a time (detail::dot4 / axpy4); a row that does not see key j adds 0.
+        for (int64_t r0 = 0; active && r0 < rows; r0 += 4) {
+          const int64_t m_end = rows - r0 < 4 ? rows - r0 : 4;
+          T raw[4] = {}, dA[4] = {}, ds[4] = {}, a[4] = {};
+          if (m_end == 4) {
+            detail::dot4(kj, qt + r0 * d, d, raw);
+            detail::dot4(vj, ot + r0 * d, d, dA);
+          } else {
+            for (int64_t m = 0; m < m_end; ++m) {
+              raw[m] = detail::dot(kj, qt + (r0 + m) * d, d);
+              dA[m] = detail::dot(vj, ot + (r0 + m) * d, d);
+            }
+          }
+          bool any = false;
+          for (int64_t m = 0; m < m_end; ++m) {
+            const int64_t r = r0 + m, e = Mask::key_end(i0 + r, sh.T, sh.S, kvlen);
+            if (j >= e) continue;
+            score::RowConstants rc{};
+            if constexpr (Score::family != score::Family::Normalised) rc = score.row(e, kvlen);
+            const T li = Score::family == score::Family::Normalised ? lt[r] : T(0);
+            const T Di = Score::family == score::Family::Normalised ? dt[r] : T(0);
+            const detail::PairGrad<T> g = detail::pair_grad(score, raw[m] * scale, li, Di, dA[m],
+                                                            static_cast<T>(rc.scale), static_cast<T>(rc.bias));
+            ds[m] = scale * g.ds;
+            a[m] = g.a;
+            any = true;
+          }
+          if (!any) continue;
+          if (m_end == 4) {
+            detail::axpy4(dk_acc, ds, qt + r0 * d, d);
+            detail::axpy4(dv_acc, a, ot + r0 * d, d);
+          } else {
+            for (int64_t m = 0; m < m_end; ++m)
+              for (int64_t c = 0; c < d; ++c) {
+                dk_acc[c] += ds[m] * qt[(r0 + m) * d + c];
+                dv_acc[c] += a[m] * ot[(r0 + m) * d + c];
+              }
           }
         }
         ctx.sync();
@@ -183,7 +223,9 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
   const T scale = detail::attention_scale<T>(sh);
   T* kt = ctx.template shared<T>();
   T* vt = kt + Bk * d;
-  T* acc = vt + Bk * d + tid * d;
+  const detail::LaneRow<T> qi = detail::lane_row(vt + Bk * d, tid, threads);
+  const detail::LaneRow<T> oi = detail::lane_row(vt + Bk * d + threads * d, tid, threads);  // dO row
+  const detail::LaneRow<T> acc = detail::lane_row(vt + Bk * d + 2 * threads * d, tid, threads);
   for (int64_t blk = ctx.block(); blk < sh.B * sh.H * query_blocks; blk += ctx.blocks()) {
     const int64_t bh = blk / query_blocks, qb = blk % query_blocks, b = bh / sh.H, h = bh % sh.H;
     const int64_t i = qb * threads + tid, row = bh * sh.T + (i < sh.T ? i : 0);
@@ -198,13 +240,26 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
     const T* kb = k + (b * sh.Hkv + h / group) * sh.S * d;
     const T* vb = v + (b * sh.Hkv + h / group) * sh.S * d;
     for (int64_t c = 0; c < d; ++c) acc[c] = T(0);
+    detail::load_row(qi, q + row * d, d);
+    detail::load_row(oi, dout + row * d, d);
     for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
       const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
       detail::load_kv_tile(ctx, kt, vt, kb, vb, j0, cols, d);
       ctx.sync();
-      for (int64_t j = 0; active && j0 + j < e && j < cols; ++j) {
-        const T raw = detail::dot(q + row * d, kt + j * d, d) * scale;
-        const T dA = detail::dot(dout + row * d, vt + j * d, d);
+      const int64_t n = active && e > j0 ? (e - j0 < cols ? e - j0 : cols) : 0;
+      int64_t j = 0;
+      for (; j + 4 <= n; j += 4) {  // four keys at a time (detail::dot4 / axpy4)
+        T raw[4], dA[4], ds[4];
+        detail::dot4(qi, kt + j * d, d, raw);
+        detail::dot4(oi, vt + j * d, d, dA);
+        for (int m = 0; m < 4; ++m)
+          ds[m] = scale * detail::pair_grad(score, raw[m] * scale, li, Di, dA[m], static_cast<T>(rc.scale),
+                                            static_cast<T>(rc.bias)).ds;
+        detail::axpy4(acc, ds, kt + j * d, d);
+      }
+      for (; j < n; ++j) {
+        const T raw = detail::dot(qi, kt + j * d, d) * scale;
+        const T dA = detail::dot(oi, vt + j * d, d);
         const detail::PairGrad<T> g =
             detail::pair_grad(score, raw, li, Di, dA, static_cast<T>(rc.scale), static_cast<T>(rc.bias));
         for (int64_t c = 0; c < d; ++c) acc[c] += scale * g.ds * kt[j * d + c];

@@ -12,10 +12,13 @@
 //
 // Shapes as the CPU kernels': q, out [B, H, T, d], k, v [B, H_kv, S, d] contiguous, lse [B, H, T];
 // kv_lengths [B] (may be null) valid keys per batch entry. Shared memory per block:
-// attention_forward_shared_bytes<T>(threads, block_k, d) — K and V tiles, each thread's
-// accumulator row and its scores of the current tile. The grid is blocks over (batch, head,
-// query block), grid-stride. Not yet here: gates and value transforms around the core (the CPU
-// applies them as separate elementwise kernels), the backward, tensor-core tiles.
+// attention_forward_shared_bytes<T>(threads, block_k, d) — K and V tiles, and each thread's query
+// row, accumulator row and scores of the current tile. A thread's own rows are interleaved with
+// the other threads' (detail::LaneRow), so a warp touching element c of its rows hits 32 banks
+// instead of one; the tiles are read by every thread at the same address (a broadcast). The grid
+// is blocks over (batch, head, query block), grid-stride. Gates and value transforms run around
+// the core as separate kernels (attention_transforms.hpp), as on the CPU. Not here: tensor-core
+// tiles (the arithmetic is float or double on the CUDA cores).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -39,15 +42,81 @@ struct AttentionShape {
 
 template <class T>
 SINKLAB_HD std::size_t attention_forward_shared_bytes(int64_t threads, int64_t block_k, int64_t d) {
-  return static_cast<std::size_t>(2 * block_k * d + threads * d + threads * block_k) * sizeof(T);
+  return static_cast<std::size_t>(2 * block_k * d + 2 * threads * d + threads * block_k) * sizeof(T);
 }
 
 namespace detail {
+
+// One thread's row in shared memory, interleaved with the rows of the block's other threads:
+// element c at base[c · threads].
 template <class T>
-SINKLAB_HD T dot(const T* a, const T* b, int64_t d) {
+struct LaneRow {
+  T* base;
+  int64_t stride;
+  SINKLAB_HD T& operator[](int64_t c) const { return base[c * stride]; }
+};
+// Thread tid's row among the block's interleaved rows that start at `at`.
+template <class T>
+SINKLAB_HD LaneRow<T> lane_row(T* at, int64_t tid, int64_t threads) {
+  return {at + tid, threads};
+}
+
+template <class A, class T>
+SINKLAB_HD T dot(const A& a, const T* b, int64_t d) {
   T s = T(0);
   for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
   return s;
+}
+// Copies a global row into a thread's lane row.
+template <class T>
+SINKLAB_HD void load_row(const LaneRow<T>& dst, const T* src, int64_t d) {
+  for (int64_t c = 0; c < d; ++c) dst[c] = src[c];
+}
+
+// The four dot products a·b_m, b_m = b0 + m·d (m < 4): each element of a is read once, and the
+// four sums are independent chains.
+template <class A, class T>
+SINKLAB_HD void dot4(const A& a, const T* b0, int64_t d, T out[4]) {
+  T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+  for (int64_t c = 0; c < d; ++c) {
+    const T x = a[c];
+    s0 += x * b0[c];
+    s1 += x * b0[d + c];
+    s2 += x * b0[2 * d + c];
+    s3 += x * b0[3 * d + c];
+  }
+  out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+// acc += Σ_m w[m] · b_m, b_m = b0 + m·d (m < 4): the accumulator row is read and written once.
+template <class T>
+SINKLAB_HD void axpy4(const LaneRow<T>& acc, const T w[4], const T* b0, int64_t d) {
+  for (int64_t c = 0; c < d; ++c) acc[c] += w[0] * b0[c] + w[1] * b0[d + c] + w[2] * b0[2 * d + c] + w[3] * b0[3 * d + c];
+}
+
+// s[j] = scale · q·k_j for the first n keys of the tile kt [·, d], four keys at a time.
+template <class T>
+SINKLAB_HD void tile_scores(const LaneRow<T>& s, const LaneRow<T>& q, const T* kt, int64_t n, int64_t d, T scale) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    T r[4];
+    dot4(q, kt + j * d, d, r);
+    for (int m = 0; m < 4; ++m) s[j + m] = r[m] * scale;
+  }
+  for (; j < n; ++j) s[j] = dot(q, kt + j * d, d) * scale;
+}
+
+// acc += Σ_j w[j] · v_j over the first n values of the tile vt [·, d], four at a time.
+template <class T>
+SINKLAB_HD void tile_accumulate(const LaneRow<T>& acc, const LaneRow<T>& w, const T* vt, int64_t n, int64_t d) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const T wj[4] = {w[j], w[j + 1], w[j + 2], w[j + 3]};
+    axpy4(acc, wj, vt + j * d, d);
+  }
+  for (; j < n; ++j) {
+    const T wj = w[j];
+    for (int64_t c = 0; c < d; ++c) acc[c] += wj * vt[j * d + c];
+  }
 }
 
 // The factor on q·k: AttentionShape::scale, or 1/√d.
@@ -95,8 +164,9 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
   const T scale = detail::attention_scale<T>(sh);
   T* kt = ctx.template shared<T>();  // [Bk, d]
   T* vt = kt + Bk * d;               // [Bk, d]
-  T* acc = vt + Bk * d + tid * d;    // this thread's output row [d]
-  T* s = vt + Bk * d + threads * d + tid * Bk;  // this thread's scores of the tile [Bk]
+  const detail::LaneRow<T> qi = detail::lane_row(vt + Bk * d, tid, threads);                 // query row [d]
+  const detail::LaneRow<T> acc = detail::lane_row(vt + Bk * d + threads * d, tid, threads);  // output row [d]
+  const detail::LaneRow<T> s = detail::lane_row(vt + Bk * d + 2 * threads * d, tid, threads);  // scores of the tile [Bk]
 
   for (int64_t blk = ctx.block(); blk < sh.B * sh.H * query_blocks; blk += ctx.blocks()) {
     const int64_t bh = blk / query_blocks, qb = blk % query_blocks;
@@ -106,29 +176,25 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
     const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
     const int64_t e = active ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
     const int64_t kend = detail::block_key_end<Mask>(qb, threads, sh.T, sh.S, kvlen);
-    const T* qi = q + (bh * sh.T + (active ? i : 0)) * d;
+    detail::load_row(qi, q + (bh * sh.T + (active ? i : 0)) * d, d);
     const T* kb = k + (b * sh.Hkv + hk) * sh.S * d;
     const T* vb = v + (b * sh.Hkv + hk) * sh.S * d;
     for (int64_t c = 0; c < d; ++c) acc[c] = T(0);
 
     // One sweep over the key tiles; `visit(n)` sees this thread's n visible scores of the tile in
-    // s[0..n) and the tile's values in vt.
+    // s[0..n) and the tile's values in vt, and may overwrite s with weights for tile_accumulate.
     auto sweep = [&](auto&& visit) {
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = kend - j0 < Bk ? kend - j0 : Bk;
         detail::load_kv_tile(ctx, kt, vt, kb, vb, j0, cols, d);
         ctx.sync();
         const int64_t n = e > j0 ? (e - j0 < cols ? e - j0 : cols) : 0;
-        for (int64_t j = 0; j < n; ++j) {
-          s[j] = detail::dot(qi, kt + j * d, d) * scale;
-          if constexpr (score::HasLogitsTransform<Score>) s[j] = static_cast<T>(score.logits(s[j]));
-        }
+        detail::tile_scores(s, qi, kt, n, d, scale);
+        if constexpr (score::HasLogitsTransform<Score>)
+          for (int64_t j = 0; j < n; ++j) s[j] = static_cast<T>(score.logits(s[j]));
         visit(n);
         ctx.sync();
       }
-    };
-    auto aggregate = [&](int64_t j, T a) {
-      for (int64_t c = 0; c < d; ++c) acc[c] += a * vt[j * d + c];
     };
 
     if constexpr (normalised) {
@@ -141,11 +207,8 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
           const T alpha = row.rescale(mx);
           for (int64_t c = 0; c < d; ++c) acc[c] *= alpha;
           T sum = T(0);
-          for (int64_t j = 0; j < n; ++j) {
-            const T p = exp(s[j] - row.shift());
-            sum += p;
-            aggregate(j, p);
-          }
+          for (int64_t j = 0; j < n; ++j) sum += (s[j] = exp(s[j] - row.shift()));
+          detail::tile_accumulate(acc, s, vt, n, d);
           row.add(sum);
         });
         const T l = row.sum();
@@ -164,7 +227,8 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
         const T lr = row.lse();
         sweep([&](int64_t n) {
           if (lr == ninf) return;
-          for (int64_t j = 0; j < n; ++j) aggregate(j, static_cast<T>(score.weight(exp(s[j] - lr))));
+          for (int64_t j = 0; j < n; ++j) s[j] = static_cast<T>(score.weight(exp(s[j] - lr)));
+          detail::tile_accumulate(acc, s, vt, n, d);
         });
         if (active)
           for (int64_t c = 0; c < d; ++c) out[(bh * sh.T + i) * d + c] = acc[c];
@@ -174,7 +238,8 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
       const score::RowConstants rc = score.row(e, kvlen);
       const T rs = static_cast<T>(rc.scale), rb = static_cast<T>(rc.bias);
       sweep([&](int64_t n) {
-        for (int64_t j = 0; j < n; ++j) aggregate(j, static_cast<T>(score.weight(s[j], rs, rb)));
+        for (int64_t j = 0; j < n; ++j) s[j] = static_cast<T>(score.weight(s[j], rs, rb));
+        detail::tile_accumulate(acc, s, vt, n, d);
       });
       if (active)
         for (int64_t c = 0; c < d; ++c) out[(bh * sh.T + i) * d + c] = acc[c];
