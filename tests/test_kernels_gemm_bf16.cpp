@@ -18,10 +18,10 @@
 using namespace sinklab;
 using kernels::Trans;
 using kernels::cpu::Bf16Path;
-using kernels::cpu::from_bf16;
+using sinklab::from_bf16;
 using kernels::cpu::gemm_bf16;
-using kernels::cpu::round_bf16;
-using kernels::cpu::to_bf16;
+using sinklab::round_bf16;
+using sinklab::to_bf16;
 
 TEST_CASE("to_bf16: round to nearest even, NaN stays NaN, overflow rounds to infinity") {
   CHECK(from_bf16(to_bf16(1.0f)) == 1.0f);

@@ -2,7 +2,7 @@
 // that order shared-memory writes and reads, the warp butterfly in the device's order — and the
 // CUDA backend's kernel bodies run on it against the CPU backend: RMSNorm and its pre-affine
 // form, forward and backward (kernels/cuda/rms_norm.hpp; tests/cuda/test_cuda_norm.cu runs the
-// same bodies on a GPU).
+// same bodies on a GPU), memory<cuda>'s strided copies, and the bf16 GEMM's operand conversion.
 #include <doctest/doctest.h>
 
 #include "max_rel_diff.hpp"
@@ -17,6 +17,7 @@
 #include "sinklab/core/rng.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/cpu/norm.hpp"
+#include "sinklab/kernels/cuda/convert.hpp"
 #include "sinklab/kernels/cuda/rms_norm.hpp"
 #include "sinklab/kernels/cuda/strided.hpp"
 #include "sinklab/kernels/simt.hpp"
@@ -150,4 +151,20 @@ TEST_CASE("memory<cuda>'s fill, gather and scatter kernels on the emulator equal
   std::vector<float> filled(1000, 0.f);
   simt::emulate(3, 32, 0, [&](simt::Emulated& ctx) { kernels::cuda::fill(ctx, filled.data(), int64_t{1000}, 2.5f); });
   CHECK(filled == std::vector<float>(1000, 2.5f));
+}
+
+TEST_CASE("the bf16 GEMM's operand conversion on the emulator: strided batches made dense, rounded as the CPU rounds") {
+  const int64_t batch = 3, rows = 5, cols = 7, ld = 9, stride = rows * ld + 4;
+  Rng rng(17);
+  const std::vector<float> src = rng.normal<float>({batch * stride}, 0.f, 3.f).to_vector();
+  std::vector<uint16_t> dense(static_cast<std::size_t>(batch * rows * cols), 0xdead);
+  simt::emulate(2, 32, 0, [&](simt::Emulated& ctx) {
+    kernels::cuda::to_bf16_dense(ctx, src.data(), batch, rows, cols, ld, stride, dense.data());
+  });
+  int64_t wrong = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        wrong += dense[(b * rows + r) * cols + c] != to_bf16(src[b * stride + r * ld + c]);
+  CHECK(wrong == 0);
 }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "sinklab/core/bf16.hpp"
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/parallel.hpp"
@@ -35,22 +36,6 @@
 #endif
 
 namespace sinklab::kernels::cpu {
-
-// fp32 → bf16, round to nearest even; NaN stays a (quiet) NaN.
-inline uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-inline float from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t{h} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline float round_bf16(float f) { return from_bf16(to_bf16(f)); }
 
 enum class Bf16Path { Auto, Avx512Bf16, Emulated };
 
