@@ -173,7 +173,9 @@ static int bench_main(int argc, char** argv) {
               args.threads);
   std::printf("CPU: %s; bf16 path: %s; int8 path: %s\n", cpu_features().summary().c_str(),
               kernels::cpu::bf16_native_available() ? "AVX512-BF16" : "emulated (fp32 kernel on rounded operands)",
-              kernels::cpu::s8_avx2_available() ? "AVX2" : "portable");
+              kernels::cpu::s8_vnni_available()   ? "AVX512-VNNI"
+              : kernels::cpu::s8_avx2_available() ? "AVX2"
+                                                  : "portable");
   std::printf("OpenBLAS: %s, core %s, OPENBLAS_CORETYPE=%s\n", openblas_get_config(), openblas_get_corename(),
               std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
 #if defined(EIGEN_HAS_OPENMP)

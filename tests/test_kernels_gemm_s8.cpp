@@ -1,5 +1,5 @@
 // kernels::cpu::gemm_u8s8: uint8 activations (zero point) against int8 weights, int32 sums. Each
-// path (AVX2 where the CPU has it, the portable one everywhere) against a plain int64 reference,
+// path (AVX512-VNNI and AVX2 where the CPU has them, the portable one everywhere) against a plain int64 reference,
 // exactly, for edge shapes (M, N, K off the tile sizes, K = 1, K odd, padded rows); the float
 // form against the same sum times the scale; and the whole W8A8 product against fake
 // quantization (quant/uniform.hpp) of the same float operands.
@@ -7,6 +7,7 @@
 
 #include "skip.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -99,6 +100,19 @@ TEST_CASE("gemm_u8s8, portable path: exact int32 sums and their scaled floats, a
 TEST_CASE("gemm_u8s8, AVX2: the same sums exactly" * sinklab_test::optional()) {
   if (!kernels::cpu::s8_avx2_available()) SINKLAB_SKIP("this CPU has no AVX2 (", cpu_features().summary(), ")");
   for (const auto& o : cases()) check(o, S8Path::Avx2);
+}
+
+TEST_CASE("gemm_u8s8, AVX512-VNNI: the same sums exactly, the zero point through B's column sums" *
+          sinklab_test::optional()) {
+  if (!kernels::cpu::s8_vnni_available()) SINKLAB_SKIP("this CPU has no AVX512-VNNI (", cpu_features().summary(), ")");
+  for (const auto& o : cases()) check(o, S8Path::Vnni);
+  // The largest K with a = 255, b = −128: Σ a·b and za·Σ b at their bound, for zero points 0 and 255.
+  for (int32_t za : {0, 255}) {
+    Operands big = make(7, 70, kernels::cpu::detail::s8::kMaxK, 0, za, 77);
+    std::fill(big.A.begin(), big.A.end(), uint8_t{255});
+    std::fill(big.B.begin(), big.B.end(), int8_t{-128});
+    check(big, S8Path::Vnni);
+  }
 }
 
 TEST_CASE("gemm_u8s8 equals W8A8 fake quantization: integer sums exact, floats within their rounding") {

@@ -9,16 +9,21 @@
 // the float rounding of the fake-quantized products, and the accumulators agree exactly.
 //
 // Paths, chosen once per process (cpu_features()):
+//  - AVX512-VNNI: vpdpbusd, 64 multiply-adds of uint8 × int8 into 16 int32 lanes per
+//    instruction. Rows of A are read as uint32 words of four consecutive k (as stored, no zero
+//    point), broadcast to a register; B is packed into panels of NQ = 64 columns, each quadruple
+//    of k one 256-byte row [b(4p..4p+3, j)] for j < 64; a 6 × 64 tile of C stays in 24 registers.
+//    The zero point comes off at the end through B's column sums: Σ (a − za)·b = Σ a·b − za·Σ b.
+//    Every partial sum stays below 255·128·65,536 < 2³¹, so nothing overflows for K ≤ kMaxK.
 //  - AVX2: vpmaddwd on pairs of k. op(A) − za is packed into int16 pairs, one 32-bit word per row
 //    and pair of k, broadcast to a register; B into panels of NR = 16 columns, each pair of k one
 //    64-byte row [b(2p, j), b(2p+1, j)] for j < 16. A 6 × 16 tile of C stays in 12 registers.
-//  - elsewhere, the same packed data summed by plain loops (identical integers).
-// On AVX2 this is exact but not faster than the fp32 GEMM: vpmaddwd does 16 multiply-adds into 8
-// lanes and needs a separate add to accumulate, 8 multiply-adds per instruction like an fp32 FMA
-// (vpmaddubsw would do more, but its int16 sums saturate on uint8 × int8). The speed of int8
-// inference comes with AVX512-VNNI (vpdpbusd) and AMX-INT8 (tdpbusd), whose kernels are not
-// written yet; they would take uint8 quadruples of A with the zero point folded into B's column
-// sums, a different packing.
+//    Exact but not faster than the fp32 GEMM: vpmaddwd does 16 multiply-adds into 8 lanes and
+//    needs a separate add to accumulate, 8 per instruction like an fp32 FMA (vpmaddubsw would do
+//    more, but its int16 sums saturate on uint8 × int8).
+//  - elsewhere, the pairs summed by plain loops (identical integers).
+// The AVX512-VNNI and AVX2 kernels carry function-level target attributes, so a program built
+// without -march=native still has them. AMX-INT8 (tdpbusd) tiles are not written.
 //
 // Hand-written because no library on this platform's list has a u8·s8 GEMM (Eigen's integer
 // products widen to int32 before multiplying and do not vectorise them; OpenBLAS has none).
@@ -39,24 +44,32 @@
 
 namespace sinklab::kernels::cpu {
 
-enum class S8Path { Auto, Avx2, Scalar };
+enum class S8Path { Auto, Vnni, Avx2, Scalar };
 
 inline bool s8_avx2_available() { return cpu_features().avx2; }
+inline bool s8_vnni_available() { return cpu_features().avx512_vnni; }
 
 namespace detail::s8 {
-constexpr int64_t MR = 6, NR = 16;
+constexpr int64_t MR = 6, NR = 16, NQ = 64;
 constexpr int64_t kMaxK = 65536;  // beyond this an int32 sum of (a − za)·b could overflow
 }  // namespace detail::s8
 
-// B [K, N] int8 as the kernel reads it: panels of NR columns, each pair of k one row of NR
-// int16 pairs; zero-padded to an even K and a whole panel.
+// B [K, N] int8 as the kernels read it, in both packings (a weight is packed once; the path is
+// chosen per call): panels of NR columns, each pair of k one row of NR int16 pairs, zero-padded
+// to an even K and a whole panel; and panels of NQ columns, each quadruple of k one row of NQ
+// int8 quadruples, zero-padded to a multiple of 4 and a whole panel, with the column sums Σ_k b.
 struct PackedS8 {
   int64_t K = 0, N = 0;
   std::shared_ptr<int16_t[]> data;
+  std::shared_ptr<int8_t[]> quads;
+  std::shared_ptr<int32_t[]> colsum;  // [quad_panels() · NQ]
 
   int64_t pairs() const { return (K + 1) / 2; }
   int64_t panels() const { return (N + detail::s8::NR - 1) / detail::s8::NR; }
   const int16_t* panel(int64_t p) const { return data.get() + p * pairs() * detail::s8::NR * 2; }
+  int64_t quadruples() const { return (K + 3) / 4; }
+  int64_t quad_panels() const { return (N + detail::s8::NQ - 1) / detail::s8::NQ; }
+  const int8_t* quad_panel(int64_t p) const { return quads.get() + p * quadruples() * detail::s8::NQ * 4; }
 };
 
 inline PackedS8 pack_s8(const int8_t* B, int64_t ldb, int64_t K, int64_t N) {
@@ -76,6 +89,20 @@ inline PackedS8 pack_s8(const int8_t* B, int64_t ldb, int64_t K, int64_t N) {
       for (int64_t j = 0; j < NR && q * NR + j < N; ++j)
         panel[(k / 2) * NR * 2 + 2 * j + (k & 1)] = B[k * ldb + q * NR + j];
   }
+  const std::size_t nq = static_cast<std::size_t>(p.quad_panels() * p.quadruples() * NQ * 4);
+  p.quads = allocate_host<int8_t>(nq);
+  std::memset(p.quads.get(), 0, nq);
+  p.colsum = allocate_host<int32_t>(static_cast<std::size_t>(p.quad_panels() * NQ));
+  std::memset(p.colsum.get(), 0, static_cast<std::size_t>(p.quad_panels() * NQ) * sizeof(int32_t));
+  for (int64_t q = 0; q < p.quad_panels(); ++q) {
+    int8_t* panel = p.quads.get() + q * p.quadruples() * NQ * 4;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < NQ && q * NQ + j < N; ++j) {
+        const int8_t b = B[k * ldb + q * NQ + j];
+        panel[(k / 4) * NQ * 4 + 4 * j + (k & 3)] = b;
+        p.colsum[q * NQ + j] += b;
+      }
+  }
   return p;
 }
 
@@ -92,6 +119,17 @@ inline void pack_a(const uint8_t* A, int64_t lda, int32_t za, int64_t i0, int64_
       const auto hi = 2 * p + 1 < K ? static_cast<uint16_t>(static_cast<int16_t>(int32_t{a[2 * p + 1]} - za)) : uint16_t{0};
       Ap[i * kp + p] = uint32_t{lo} | (uint32_t{hi} << 16);
     }
+  }
+}
+
+// Rows [i0, i0 + m) of A as they are, one uint32 word per row and quadruple of k (byte t: k = 4p + t);
+// a K that is not a multiple of 4 is padded with zeros (B's padding is zero too).
+inline void pack_a_quads(const uint8_t* A, int64_t lda, int64_t i0, int64_t m, int64_t K, uint32_t* Ap) {
+  const int64_t kq = (K + 3) / 4;
+  for (int64_t i = 0; i < m; ++i) {
+    const uint8_t* a = A + (i0 + i) * lda;
+    std::memcpy(Ap + i * kq, a, static_cast<std::size_t>(K));
+    std::memset(reinterpret_cast<uint8_t*>(Ap + i * kq) + K, 0, static_cast<std::size_t>(4 * kq - K));
   }
 }
 
@@ -171,13 +209,68 @@ SINKLAB_TARGET_AVX2 inline void block_avx2(int64_t m, int64_t kp, const uint32_t
   }
 }
 #undef SINKLAB_TARGET_AVX2
+
+#define SINKLAB_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+template <int R>
+SINKLAB_TARGET_VNNI void tile_vnni(int64_t kq, const uint32_t* Ap, const int8_t* Bq, const int32_t* colsum, int32_t za,
+                                   const Out& out, int64_t r0, int64_t c0, int64_t ncols) {
+  __m512i acc[R][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_si512();
+  for (int64_t p = 0; p < kq; ++p) {
+    const int8_t* b = Bq + p * NQ * 4;
+    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64), b2 = _mm512_loadu_si512(b + 128),
+                  b3 = _mm512_loadu_si512(b + 192);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(Ap[r * kq + p]));
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], a, b0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, b1);
+      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], a, b2);
+      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], a, b3);
+    }
+  }
+  alignas(64) int32_t lanes[NQ];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < 4; ++v) _mm512_store_si512(lanes + 16 * v, acc[r][v]);
+    // Σ a·b − za·Σ b in wrapping unsigned arithmetic: the result fits int32 even where a term alone might not.
+    for (int64_t j = 0; j < ncols; ++j)
+      out.put(r0 + r, c0 + j,
+              static_cast<int32_t>(static_cast<uint32_t>(lanes[j]) - static_cast<uint32_t>(za) * static_cast<uint32_t>(colsum[j])));
+  }
+}
+
+SINKLAB_TARGET_VNNI inline void block_vnni(int64_t m, int64_t kq, const uint32_t* Ap, const PackedS8& B, int32_t za,
+                                           const Out& out, int64_t r0) {
+  for (int64_t q = 0; q < B.quad_panels(); ++q) {
+    const int8_t* panel = B.quad_panel(q);
+    const int32_t* colsum = B.colsum.get() + q * NQ;
+    const int64_t ncols = std::min(NQ, B.N - q * NQ), c0 = q * NQ;
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) tile_vnni<MR>(kq, Ap + i * kq, panel, colsum, za, out, r0 + i, c0, ncols);
+    const uint32_t* a = Ap + i * kq;
+    switch (m - i) {
+      case 5: tile_vnni<5>(kq, a, panel, colsum, za, out, r0 + i, c0, ncols); break;
+      case 4: tile_vnni<4>(kq, a, panel, colsum, za, out, r0 + i, c0, ncols); break;
+      case 3: tile_vnni<3>(kq, a, panel, colsum, za, out, r0 + i, c0, ncols); break;
+      case 2: tile_vnni<2>(kq, a, panel, colsum, za, out, r0 + i, c0, ncols); break;
+      case 1: tile_vnni<1>(kq, a, panel, colsum, za, out, r0 + i, c0, ncols); break;
+      default: break;
+    }
+  }
+}
+#undef SINKLAB_TARGET_VNNI
 #endif
 
 inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path) {
   SINKLAB_CHECK(B.data && M >= 0 && lda >= B.K, "kernels::cpu::gemm_u8s8: expected a packed B and lda >= K = ", B.K,
                 ", got lda = ", lda);
   SINKLAB_CHECK(za >= 0 && za <= 255, "kernels::cpu::gemm_u8s8: zero point ", za, " is outside [0, 255]");
-  const bool avx2 = path == S8Path::Avx2 || (path == S8Path::Auto && s8_avx2_available());
+  const bool vnni = path == S8Path::Vnni || (path == S8Path::Auto && s8_vnni_available());
+  const bool avx2 = !vnni && (path == S8Path::Avx2 || (path == S8Path::Auto && s8_avx2_available()));
+  SINKLAB_CHECK(!vnni || s8_vnni_available(), "kernels::cpu::gemm_u8s8: the AVX512-VNNI path was asked for, but this CPU (",
+                cpu_features().summary(), ") does not have it");
   SINKLAB_CHECK(!avx2 || s8_avx2_available(), "kernels::cpu::gemm_u8s8: the AVX2 path was asked for, but this CPU (",
                 cpu_features().summary(), ") does not have it");
   const int64_t kp = B.pairs();
@@ -187,6 +280,13 @@ inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const Pack
     std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * kp));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t i0 = b * rows, m = std::min(rows, M - i0);
+#if defined(SINKLAB_CPUID)
+      if (vnni) {
+        pack_a_quads(A, lda, i0, m, B.K, Ap.get());
+        block_vnni(m, B.quadruples(), Ap.get(), B, za, out, i0);
+        continue;
+      }
+#endif
       pack_a(A, lda, za, i0, m, B.K, Ap.get());
 #if defined(SINKLAB_CPUID)
       if (avx2) {
