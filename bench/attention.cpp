@@ -1,7 +1,14 @@
 // Attention kernels: forward+backward time of every score policy relative to plain softmax in
 // the same run, fused vs materialised, at d_head 64 and T ∈ {128, 512, 2048} (causal, float);
 // bytes allocated by each path vs T; and the block inner product as a small GEMM vs an xsimd
-// dot loop. Usage: attention [--quick] [--threads N]
+// dot loop. Usage: attention [--quick] [--threads N] [--device cpu|cuda] [--no-torch] [--python PATH]
+//                  [--torch-script PATH]
+//
+// --device cuda times the CUDA kernels instead (bench/attention_cuda.cu; needs a build with the
+// CUDA backend and a GPU): causal float attention at B=4, H=16, d_head 64, T 512–4096, forward and
+// backward, softmax under several launch configurations and every score family under the best,
+// next to PyTorch's scaled_dot_product_attention on the same GPU (bench/attention_torch.py: its
+// float32 kernel and FlashAttention-2 in bf16) when the Python given by --python imports torch.
 #include "bench_common.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
 
@@ -14,6 +21,15 @@
 #include <vector>
 
 #include "sinklab/core/rng.hpp"
+
+#if defined(SINKLAB_BENCH_CUDA)
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "attention_cuda.hpp"
+#endif
 
 using namespace sinklab;
 using namespace sinklab::kernels::cpu;
@@ -69,18 +85,115 @@ double load_average() {
   return getloadavg(l, 3) > 0 ? l[0] : -1.0;
 }
 
+#if defined(SINKLAB_BENCH_CUDA)
+// Causal attention FLOPs (QKᵀ and PV over the visible half), and FlashAttention's convention that
+// the backward does 2.5× the forward's.
+double causal_flops(int64_t B, int64_t H, int64_t T, int64_t d) { return 2.0 * B * H * T * T * d; }
+
+int cuda_main(bool quick, bool torch, const std::string& python, const std::string& script) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run stopped part-way keeps the lines printed so far
+  const int64_t B = 4, H = 16, d = 64;
+  const std::vector<int64_t> Ts = quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{512, 1024, 2048, 4096};
+  const int reps = quick ? 5 : 20;
+  const bench::CudaAttentionRun run = bench::cuda_attention_timings(B, H, d, Ts, reps);
+  if (run.device.empty()) {
+    std::printf("attention --device cuda: no usable GPU (%s); skipped\n", run.why.c_str());
+    return 77;
+  }
+  std::printf("attention on %s: causal, float, B=%lld H=%lld d_head=%lld, median of %d (CUDA events)\n",
+              run.device.c_str(), (long long)B, (long long)H, (long long)d, reps);
+
+  std::map<std::pair<std::string, int64_t>, std::pair<double, double>> ref;  // (mode, T) → fwd, bwd ms
+  if (torch) {
+    std::string cmd = bench::shell_quoted(python) + " " + bench::shell_quoted(script) +
+                      " --batch " + std::to_string(B) + " --heads " + std::to_string(H) + " --d " + std::to_string(d) +
+                      " --reps " + std::to_string(reps) + " --T";
+    for (int64_t T : Ts) cmd += " " + std::to_string(T);
+    std::printf("torch command: %s\n", cmd.c_str());
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      char line[4096];
+      while (std::fgets(line, sizeof line, p)) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded()) continue;
+        if (j.contains("torch"))
+          std::printf("torch %s on %s\n", j["torch"].get<std::string>().c_str(), j["device"].get<std::string>().c_str());
+        else
+          ref[{j["mode"].get<std::string>(), j["T"].get<int64_t>()}] = {j["forward_ms"].get<double>(),
+                                                                         j["backward_ms"].get<double>()};
+      }
+      if (pclose(p) != 0 || ref.empty()) std::printf("torch reference failed or unavailable; sinklab alone\n");
+    }
+  }
+
+  std::printf("\nsoftmax under each launch configuration (out and dq compared with the first configuration's)\n"
+              "| threads | block_k | T | forward ms | backward ms | out rel. diff | dq rel. diff |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& t : run.launches)
+    std::printf("| %d | %lld | %lld | %.3f | %.3f | %.1e | %.1e |\n", t.threads, (long long)t.block_k, (long long)t.T,
+                t.forward_ms, t.backward_ms, t.out_diff, t.dq_diff);
+
+  const auto& best = run.scores.front();
+  std::printf("\nsoftmax (threads %d, block_k %lld) against PyTorch; TFLOP/s counts the causal half, backward 2.5x\n",
+              best.threads, (long long)best.block_k);
+  std::printf("| T | fwd ms | fwd TFLOP/s | torch fp32 fwd ms | FA2 bf16 fwd ms | FA2 fwd / ours | bwd ms | bwd TFLOP/s |"
+              " torch fp32 bwd ms | FA2 bf16 bwd ms | FA2 bwd / ours |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& t : run.scores) {
+    if (t.score != run.scores.front().score) continue;
+    const double f = causal_flops(B, H, t.T, d);
+    const auto fp = ref.count({"fp32", t.T}) ? ref[{"fp32", t.T}] : std::pair{0.0, 0.0};
+    const auto fa = ref.count({"fa2", t.T}) ? ref[{"fa2", t.T}] : std::pair{0.0, 0.0};
+    std::printf("| %lld | %.3f | %.2f | %.3f | %.3f | %.3f | %.3f | %.2f | %.3f | %.3f | %.3f |\n", (long long)t.T,
+                t.forward_ms, f / t.forward_ms * 1e-9, fp.first, fa.first, fa.first / t.forward_ms, t.backward_ms,
+                2.5 * f / t.backward_ms * 1e-9, fp.second, fa.second, fa.second / t.backward_ms);
+  }
+
+  std::printf("\nevery score family, same configuration\n| score | T | fwd ms | bwd ms | fwd+bwd / softmax |\n"
+              "|---|---:|---:|---:|---:|\n");
+  double softmax_total = 0;
+  for (const auto& t : run.scores) {
+    if (t.score == run.scores.front().score) softmax_total = t.forward_ms + t.backward_ms;
+    std::printf("| %s | %lld | %.3f | %.3f | %.2f |\n", t.score.c_str(), (long long)t.T, t.forward_ms, t.backward_ms,
+                (t.forward_ms + t.backward_ms) / softmax_total);
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 static int bench_main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, torch = true;
+  std::string device = "cpu", python = std::getenv("SINKLAB_PYTHON") ? std::getenv("SINKLAB_PYTHON") : "python3";
+#if defined(SINKLAB_BENCH_CUDA)
+  std::string torch_script = SINKLAB_BENCH_SOURCE_DIR "/attention_torch.py";
+#else
+  std::string torch_script;
+#endif
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--no-torch"))
+      torch = false;
+    else if (!std::strcmp(argv[i], "--python") && i + 1 < argc)
+      python = argv[++i];
+    else if (!std::strcmp(argv[i], "--torch-script") && i + 1 < argc)
+      torch_script = argv[++i];
+    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
+      device = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       set_num_threads(sinklab::bench::positive_int("--threads", argv[++i]));
     else
-      throw std::invalid_argument(std::string("unknown flag '") + argv[i] + "'; usage: attention [--quick] [--threads N]");
+      throw std::invalid_argument(std::string("unknown flag '") + argv[i] + "'; usage: attention [--quick] [--threads N] [--device cpu|cuda] [--no-torch] [--python PATH (default python3)] "
+                                  "[--torch-script PATH (default bench/attention_torch.py)]");
   }
+  if (device == "cuda") {
+#if defined(SINKLAB_BENCH_CUDA)
+    return cuda_main(quick, torch, python, torch_script);
+#else
+    throw std::invalid_argument("--device cuda: this build has no CUDA backend (configure with the CUDA Toolkit and SINKLAB_CUDA=ON)");
+#endif
+  }
+  if (device != "cpu") throw std::invalid_argument("--device '" + device + "': expected cpu or cuda");
   const int64_t B = 1, H = 4, d = 64;
   const std::vector<int64_t> Ts = quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{128, 512, 2048};
   const double budget = quick ? 0.05 : 0.4;

@@ -30,6 +30,13 @@ inline double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
+// Shell-quotes s for /bin/sh.
+inline std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 inline double best_of(std::vector<double> v) { return *std::max_element(v.begin(), v.end()); }
 inline double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -193,18 +193,12 @@ Result run_sinklab(SinklabRun& run, const Args& a) {
   return r;
 }
 
-// Shell-quotes s for /bin/sh.
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 std::string torch_env(const Args& a) {
   const char* old = std::getenv("LD_LIBRARY_PATH");
   std::string ld = a.openblas_dir + (old && *old ? std::string(":") + old : std::string());
   const char* core = std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : bench::openblas_coretype();
-  return "LD_LIBRARY_PATH=" + shell_quoted(ld) + (core ? " OPENBLAS_CORETYPE=" + shell_quoted(core) : std::string()) +
+  return "LD_LIBRARY_PATH=" + bench::shell_quoted(ld) + (core ? " OPENBLAS_CORETYPE=" + bench::shell_quoted(core) : std::string()) +
          " OMP_NUM_THREADS=" + std::to_string(a.threads);
 }
 
@@ -212,7 +206,7 @@ bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' 
 
 // Runs the PyTorch script for one config; nullopt (with a message) when it fails.
 std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_info) {
-  const std::string cmd = torch_env(a) + " /usr/bin/python3 " + shell_quoted(a.torch_script) + " --json --config " + s.name +
+  const std::string cmd = torch_env(a) + " /usr/bin/python3 " + bench::shell_quoted(a.torch_script) + " --json --config " + s.name +
                           " --threads " + std::to_string(a.threads) + " --steps " + std::to_string(a.steps) +
                           " --warmup " + std::to_string(a.warmup);
   if (print_info) std::printf("torch command: %s\n", cmd.c_str());
