@@ -5,7 +5,7 @@
 //
 //   train_step [--config small|large|both] [--threads 2] [--steps 10] [--warmup 3] [--rounds 1]
 //              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR] [--precision fp32|bf16]
-//              [--check-finite]
+//              [--torch-autocast] [--check-finite]
 //
 // The small and large configs, the model and its batch: bench/decoder.hpp.
 //
@@ -17,7 +17,8 @@
 // loaded. --profile adds a per-op / per-layer breakdown of sinklab's step (autodiff::profile),
 // taken after the timed steps. --precision bf16 trains sinklab's side with bf16 matrix products
 // (fp32 accumulation, autodiff::Tape::set_precision) and times the fp32 step in the same rounds
-// for the ratio. --check-finite runs sinklab's side under the non-finite guard
+// for the ratio. --torch-autocast runs the PyTorch side under torch.autocast("cpu", bfloat16) (its
+// "torch" columns are then autocast's; the torch command line printed first says so). --check-finite runs sinklab's side under the non-finite guard
 // (autodiff::CheckFinite, on in the examples), to measure what the guard costs.
 #include <unistd.h>
 
@@ -64,6 +65,7 @@ struct Args {
   bool torch_forced = false;
   bool profile = false;
   bool check_finite = false;
+  bool torch_autocast = false;  // the PyTorch side under torch.autocast("cpu", bfloat16)
   kernels::Precision precision = kernels::Precision::fp32;
   std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/train_step_torch.py";
   std::string openblas_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
@@ -73,7 +75,7 @@ struct Args {
   std::fprintf(stderr,
                "usage: %s [--config small|large|both] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
                "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n"
-               "          [--precision fp32|bf16] [--check-finite]\n",
+               "          [--precision fp32|bf16] [--torch-autocast] [--check-finite]\n",
                argv0);
   std::exit(2);
 }
@@ -97,6 +99,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--no-torch") a.torch = false;
     else if (k == "--profile") a.profile = true;
     else if (k == "--check-finite") a.check_finite = true;
+    else if (k == "--torch-autocast") a.torch_autocast = true;
     else if (k == "--torch-script" && has_value) a.torch_script = argv[++i];
     else if (k == "--openblas-dir" && has_value) a.openblas_dir = argv[++i];
     else if (k == "--precision" && has_value) {
@@ -208,7 +211,7 @@ bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' 
 std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_info) {
   const std::string cmd = torch_env(a) + " /usr/bin/python3 " + bench::shell_quoted(a.torch_script) + " --json --config " + s.name +
                           " --threads " + std::to_string(a.threads) + " --steps " + std::to_string(a.steps) +
-                          " --warmup " + std::to_string(a.warmup);
+                          " --warmup " + std::to_string(a.warmup) + (a.torch_autocast ? " --autocast" : "");
   if (print_info) std::printf("torch command: %s\n", cmd.c_str());
   std::fflush(stdout);
   FILE* p = popen(cmd.c_str(), "r");

@@ -152,7 +152,7 @@ def matmul_gflops(n=1024, reps=5):
     return best
 
 
-def bench(name, warmup, steps, seed):
+def bench(name, warmup, steps, seed, autocast=False):
     c = CONFIGS[name]
     torch.manual_seed(seed)
     model = Decoder(c["d"], c["heads"], c["layers"], c["T"])
@@ -165,16 +165,24 @@ def bench(name, warmup, steps, seed):
     targets = torch.randint(0, VOCAB, (c["batch"], c["T"]))
     tokens = c["batch"] * c["T"]
 
+    # --autocast: torch.autocast("cpu", bfloat16) around the forward, the mode a PyTorch user turns on
+    # for bf16 matrix products (weights, gradients and AdamW stay fp32).
+    def run_model():
+        if autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return model(ids, targets)
+        return model(ids, targets)
+
     def train_step():
         opt.zero_grad(set_to_none=True)
-        loss = model(ids, targets)
+        loss = run_model()
         loss.backward()
         opt.step()
         return loss
 
     def forward_only():
         with torch.no_grad():
-            return model(ids, targets)
+            return run_model()
 
     def timed(f):
         for _ in range(warmup):
@@ -189,7 +197,7 @@ def bench(name, warmup, steps, seed):
     loss0 = forward_only().item()
     t_train = timed(train_step)
     t_fwd = timed(forward_only)
-    return dict(config=name, params=n_params, tokens=tokens, loss0=loss0, train_step_s=t_train,
+    return dict(config=name, autocast=autocast, params=n_params, tokens=tokens, loss0=loss0, train_step_s=t_train,
                 train_tok_s=tokens / t_train, fwd_s=t_fwd, fwd_tok_s=tokens / t_fwd)
 
 
@@ -201,6 +209,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="one JSON line per config on stdout")
+    ap.add_argument("--autocast", action="store_true", help="run the model under torch.autocast('cpu', bfloat16)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     gf = matmul_gflops()
@@ -213,11 +222,11 @@ def main():
         print(f"torch {info['torch']}, {info['threads']} threads, BLAS {info['blas']}, "
               f"1024² matmul {gf:.1f} GFLOP/s, sdpa {info['sdpa']}")
     for name in (["small", "large"] if a.config == "both" else [a.config]):
-        r = bench(name, a.warmup, a.steps, a.seed)
+        r = bench(name, a.warmup, a.steps, a.seed, a.autocast)
         if a.json:
             print(json.dumps(r), flush=True)
         else:
-            print(f"{name}: {r['params']} params, train {r['train_tok_s']:.0f} tok/s "
+            print(f"{name}{' (autocast bf16)' if a.autocast else ''}: {r['params']} params, train {r['train_tok_s']:.0f} tok/s "
                   f"({r['train_step_s'] * 1e3:.1f} ms/step), forward {r['fwd_tok_s']:.0f} tok/s")
 
 
