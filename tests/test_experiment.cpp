@@ -400,3 +400,26 @@ TEST_CASE("Matrix: a NaN ends a run as diverged, naming the parameter; the matri
     fs::remove_all(d);
   }
 }
+
+TEST_CASE("Matrix --precision bf16: every tape a run creates multiplies in bf16, recorded in run.json; fp32 afterwards") {
+  const fs::path d = fresh_dir("precision");
+  CommonFlags f = flags_for(d);
+  f.precision = "bf16";
+  Matrix m("toy", f, {"plain"}, Json{{"lr", 0.05}});
+  int runs = 0;
+  CHECK(m.run([&](Run& r) {
+    autodiff::Tape<float> tape;
+    CHECK(tape.precision() == kernels::Precision::bf16);
+    ++runs;
+    ToyTrainer{}(r);
+  }));
+  CHECK(runs == 2);
+  CHECK(autodiff::Tape<float>{}.precision() == kernels::Precision::fp32);
+  CHECK(read_json(d / "run.json")["settings"]["precision"] == "bf16");
+  // A matrix in fp32 leaves the key out, so run directories from before the flag still resume.
+  const fs::path d32 = fresh_dir("precision32");
+  Matrix m32("toy", flags_for(d32), {"plain"}, Json{{"lr", 0.05}});
+  CHECK_FALSE(read_json(d32 / "run.json")["settings"].contains("precision"));
+  fs::remove_all(d);
+  fs::remove_all(d32);
+}

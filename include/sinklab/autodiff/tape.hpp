@@ -13,6 +13,10 @@
 //   tape.set_precision(kernels::Precision::bf16);
 //   { autodiff::PrecisionScope fp32(tape, kernels::Precision::fp32); y = matmul(x, w); }  // this one in fp32
 //
+// A new tape starts at the process's default precision, fp32 unless set_default_precision or a
+// DefaultPrecision scope says otherwise: the experiments' --precision flag sets it for every tape
+// their runs create, as torch.autocast covers the ops run inside it.
+//
 // The non-finite guard (off by default; on in the examples, --no-check-finite turns it off):
 // while autodiff::CheckFinite is alive (or after set_check_finite(true)), every value a tape
 // records and every gradient it sums is scanned, and the first NaN or Inf stops the step with a
@@ -87,6 +91,31 @@ int64_t first_non_finite(const T* x, int64_t n) {
 // The non-finite guard for every tape of the process (see the top of this file).
 inline void set_check_finite(bool on) { detail::check_finite_flag().store(on, std::memory_order_relaxed); }
 inline bool check_finite() { return detail::check_finite_flag().load(std::memory_order_relaxed); }
+// The precision new tapes start with (see the top of this file).
+namespace detail {
+inline std::atomic<int>& default_precision_value() {
+  static std::atomic<int> p{static_cast<int>(kernels::Precision::fp32)};
+  return p;
+}
+}  // namespace detail
+inline void set_default_precision(kernels::Precision p) {
+  detail::default_precision_value().store(static_cast<int>(p), std::memory_order_relaxed);
+}
+inline kernels::Precision default_precision() {
+  return static_cast<kernels::Precision>(detail::default_precision_value().load(std::memory_order_relaxed));
+}
+// Sets the default precision of new tapes for a scope and restores the previous one.
+class DefaultPrecision {
+ public:
+  explicit DefaultPrecision(kernels::Precision p) : before_(default_precision()) { set_default_precision(p); }
+  ~DefaultPrecision() { set_default_precision(before_); }
+  DefaultPrecision(const DefaultPrecision&) = delete;
+  DefaultPrecision& operator=(const DefaultPrecision&) = delete;
+
+ private:
+  kernels::Precision before_;
+};
+
 // Turns the guard on (or off) for a scope and restores the previous setting.
 class CheckFinite {
  public:
@@ -417,7 +446,7 @@ class Tape {
 
   std::vector<Node> nodes_;
   std::vector<HookEntry> hooks_;
-  kernels::Precision precision_ = kernels::Precision::fp32;
+  kernels::Precision precision_ = default_precision();
   int32_t running_ = -1;  // the node whose backward function is running (-1: none)
 };
 

@@ -2,6 +2,7 @@
 //
 //   --out DIR  --seeds 0,1,2  --steps N  --threads N  --resume  --force  --quick
 //   --distribute runs|data   (under mpirun: whole runs per rank, or every run data-parallel)
+//   --precision fp32|bf16    (the matrix products of every tape a run creates; docs/precision.md)
 //
 //   experiment::CommonFlags flags{.out = "out/vga", .steps = 2000};
 //   CLI::App app{"..."};
@@ -33,6 +34,7 @@ struct CommonFlags {
   bool quick = false;   // the example's few-minutes preset
   bool check_finite = true;  // stop a run at the first NaN/Inf in a value or gradient (autodiff::CheckFinite)
   std::string distribute = "runs";  // under mpirun: "runs" (seeds over ranks) or "data" (data-parallel runs)
+  std::string precision = "fp32";   // "bf16": bf16 operands, fp32 sums in every tape's matrix products
 };
 
 inline void add_common_flags(CLI::App& app, CommonFlags& f) {
@@ -53,6 +55,11 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
                  "under mpirun -np N: 'runs' gives each rank whole seeds; 'data' trains every run on all ranks, "
                  "each on 1/N of every batch (the batch must split evenly)")
       ->check(CLI::IsMember({"runs", "data"}))
+      ->capture_default_str();
+  app.add_option("--precision", f.precision,
+                 "float matrix products of every tape the runs create: fp32, or bf16 operands with fp32 sums "
+                 "(autocast; weights, norms, softmax, losses and the optimizer stay fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_flag("!--no-check-finite", f.check_finite,
                "do not scan values and gradients for NaN/Inf (by default the first one ends the run as diverged, "

@@ -87,12 +87,15 @@ class Matrix {
     SINKLAB_CHECK(!flags_.seeds.empty(), name_, ": no seeds to run (--seeds)");
     SINKLAB_CHECK(flags_.distribute == "runs" || flags_.distribute == "data", name_, ": --distribute '",
                   flags_.distribute, "' (expected 'runs' or 'data')");
+    SINKLAB_CHECK(flags_.precision == "fp32" || flags_.precision == "bf16", name_, ": --precision '", flags_.precision,
+                  "' (expected 'fp32' or 'bf16')");
     if (flags_.threads > 0) set_num_threads(flags_.threads);
     settings["variants"] = variants_;
     settings["seeds"] = flags_.seeds;
     settings["steps"] = flags_.steps;
     settings["quick"] = flags_.quick;
     settings["threads"] = num_threads();
+    if (flags_.precision != "fp32") settings["precision"] = flags_.precision;  // fp32 matrices keep their old settings
     const OutputMode mode = flags_.resume ? OutputMode::Resume : flags_.force ? OutputMode::Force : OutputMode::Fresh;
     // Which runs exist does not change any run's result: a resumed matrix may add seeds or variants.
     free_settings.insert({"variants", "seeds"});
@@ -158,6 +161,7 @@ class Matrix {
       }
     } restore{old_int, old_term};
     autodiff::CheckFinite guard(flags_.check_finite);
+    autodiff::DefaultPrecision precision(flags_.precision == "bf16" ? kernels::Precision::bf16 : kernels::Precision::fp32);
 
     if (comm_->size() == 1) return run_seeds(body);
     bool done = false;

@@ -9,8 +9,9 @@
 // bf16 with a float32 result: both operands are rounded to bf16 (to nearest even, as the CPU's
 // bf16 GEMM: kernels/cuda/convert.hpp) into dense scratch, then multiplied on the tensor cores
 // with float32 sums. (CUBLAS_COMPUTE_32F_FAST_16BF on the float operands is not that: it only
-// allows bf16, and on an H100 small or batched products stayed float32.) Batched: `batch`
-// products at fixed element strides between operands.
+// allows reduced precision; on an H100 some products came back in float32 and none matched
+// operands rounded to nearest bf16.) Batched: `batch` products at fixed element strides between
+// operands.
 //
 // Every call runs on the default stream, as the rest of the backend (memory.cuh says why).
 #pragma once
@@ -52,8 +53,7 @@ inline int as_int(int64_t v, const char* what) {
   SINKLAB_CHECK(v >= 0 && v <= 2147483647, "cuda_backend::gemm: ", what, " = ", v, " does not fit cuBLAS's int");
   return static_cast<int>(v);
 }
-template <class T>
-void check_gemm(kernels::Trans ta, kernels::Trans tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+inline void check_gemm(kernels::Trans ta, kernels::Trans tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
                 int64_t ldc) {
   const int64_t a_cols = ta == kernels::Trans::N ? K : M, b_cols = tb == kernels::Trans::N ? N : K;
   SINKLAB_CHECK(M >= 0 && N >= 0 && K >= 0, "cuda_backend::gemm: negative size M ", M, " N ", N, " K ", K);
@@ -85,7 +85,7 @@ void gemm_batched(kernels::Trans ta, kernels::Trans tb, int64_t batch, int64_t M
                   const T* A, int64_t lda, int64_t strideA, const T* B, int64_t ldb, int64_t strideB, T beta, T* C,
                   int64_t ldc, int64_t strideC, kernels::Precision precision = kernels::Precision::fp32) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cuda_backend::gemm: float or double");
-  detail::check_gemm<T>(ta, tb, M, N, K, lda, ldb, ldc);
+  detail::check_gemm(ta, tb, M, N, K, lda, ldb, ldc);
   if (batch == 0 || M == 0 || N == 0) return;
   const int m = detail::as_int(N, "N"), n = detail::as_int(M, "M"), k = detail::as_int(K, "K");
   const int lb = detail::as_int(ldb, "ldb"), la = detail::as_int(lda, "lda"), lc = detail::as_int(ldc, "ldc");
