@@ -1,4 +1,4 @@
-// The Bigram-Backcopy task (Guo et al. 2024, used by the VGA paper; PAPERS.md §1), built from
+// The Bigram-Backcopy task (Guo et al. 2024, used by the VGA paper; docs/papers.md), built from
 // the character statistics of any text.
 //
 // Vocabulary: the `num_chars` (65) most frequent bytes of the text, ties broken by the smaller

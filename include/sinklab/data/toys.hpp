@@ -1,4 +1,4 @@
-// The two synthetic tasks of "NOP vs broadcast sinks" (PAPERS.md §4), as fresh Gaussian batches.
+// The two synthetic tasks of "NOP vs broadcast sinks" (docs/papers.md), as fresh Gaussian batches.
 //
 // NOP toy: x_i ~ N(0, I_d); flag m_i = 1[<x_i, v> > λ] for a fixed unit vector v, with
 // λ = Φ⁻¹(1 − p) so that P[m_i = 1] = p; the attention update should be

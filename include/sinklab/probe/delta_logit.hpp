@@ -4,7 +4,7 @@
 //   Δ_i = logit(i, s) − mean_{j < i, j ≠ s} logit(i, j)
 //
 // on logits [B, H, T, T] (query i, key j; entries j > i are never read, so a -inf causal mask
-// is fine). Following PAPERS.md (mean_{j=1..i−1} for s = 0) the query's own key j = i is left
+// is fine). As in the VGA paper (mean_{j=1..i−1} for s = 0), the query's own key j = i is left
 // out of the "other keys" by default; `include_diagonal = true` uses j ≤ i instead. Queries
 // i ≤ s (which cannot see s as another key) and queries with no other key are skipped.
 #pragma once
