@@ -154,7 +154,7 @@ TEST_CASE("autodiff::glu_mlp equals act_mul_halves(x·W_up)·W_down in value and
   }
 }
 
-TEST_CASE("ffn: the GLU forms stay composed under a projection-input hook and with biases") {
+TEST_CASE("ffn: the GLU forms stay composed under a projection hook and with biases") {
   Rng rng(7);
   ffn::Options o;
   o.hidden = 9;
@@ -163,16 +163,16 @@ TEST_CASE("ffn: the GLU forms stay composed under a projection-input hook and wi
   Tape<double> t;
   const Tensor<double> fused = f(t, t.constant(x)).value();
   int calls = 0;
-  const nn::ProjectionInputHook<double> hook = [&](Tape<double>&, Var<double> v, const nn::ProjectionSite<double>&) {
+  const nn::ProjectionHook<double> hook = [&](Tape<double>& tape, Var<double> v, const nn::ProjectionSite<double>& site) {
     ++calls;
-    return v;
+    return site.product(tape, v);
   };
   {
-    nn::ProjectionInputScope<double> scope(hook);
+    nn::ProjectionScope<double> scope(hook);
     const Tensor<double> composed = f(t, t.constant(x)).value();
     for (int64_t i = 0; i < x.numel(); ++i) CHECK(composed.data()[i] == doctest::Approx(fused.data()[i]).epsilon(1e-12));
   }
-  CHECK(calls == 2);  // the hook saw the inputs of both projections
+  CHECK(calls == 2);  // the hook saw both projections
   o.bias = true;
   ffn::GLU::Module<double> b("b", 6, rng, o);
   auto y = b(t, t.constant(x));

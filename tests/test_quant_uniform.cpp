@@ -22,6 +22,33 @@ TEST_CASE("round_half_even: ties go to the even integer") {
   CHECK(round_half_even(2.5001) == 3.0);
   CHECK(round_half_even(-7.6) == -8.0);
   CHECK(round_half_even(1e17 + 2) == 1e17 + 2);
+  CHECK(round_half_even(4503599627370495.5) == 4503599627370496.0);  // the last half-integer a double holds
+  CHECK(round_half_even(0.49999999999999994) == 0.0);
+  CHECK(std::signbit(round_half_even(-0.4)));
+  CHECK(round_half_even(INFINITY) == INFINITY);
+  CHECK(std::isnan(round_half_even(double(NAN))));
+  // A batch rounds each lane as a double does.
+  using V = xsimd::batch<double>;
+  alignas(64) double x[V::size], r[V::size];
+  for (std::size_t i = 0; i < V::size; ++i) x[i] = -2.5 + static_cast<double>(i) * 0.75;
+  round_half_even(V::load_aligned(x)).store_aligned(r);
+  for (std::size_t i = 0; i < V::size; ++i) CHECK(r[i] == round_half_even(x[i]));
+}
+
+TEST_CASE_TEMPLATE("UniformQuantizer::quantize_row: the codes quantize() gives, ties and clamps included", T, float, double) {
+  Rng rng(9);
+  const UniformQuantizer q = UniformQuantizer::asymmetric(-1.3, 2.1, 8);
+  std::vector<T> x;
+  for (int i = 0; i < 1000; ++i) x.push_back(static_cast<T>(rng.normal() * 1.5));  // some beyond the range
+  for (int c = -40; c < 300; ++c) x.push_back(static_cast<T>((c - q.zero_point + 0.5) * static_cast<double>(q.scale)));
+  for (const int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(8), int64_t(17), static_cast<int64_t>(x.size())}) {
+    std::vector<uint8_t> codes(static_cast<std::size_t>(n) + 1, 77);
+    q.quantize_row(x.data(), n, codes.data());
+    int wrong = 0;
+    for (int64_t j = 0; j < n; ++j) wrong += codes[j] != q.quantize(static_cast<double>(x[j]));
+    CHECK(wrong == 0);
+    CHECK(codes[n] == 77);  // nothing written past n
+  }
 }
 
 TEST_CASE("UniformQuantizer: symmetric narrow range and asymmetric with an exact zero") {

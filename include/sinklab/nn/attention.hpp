@@ -168,14 +168,14 @@ struct Attention {
     Var<T> forward(Tape<T>& tape, Var<T> x, const Extras<T>& ex) {
       SINKLAB_CHECK(x.rank() == 3 && x.shape()[2] == cfg.d_model, "Attention '", name, "': input of shape ",
                     x.shape(), ", expected [B, T, ", cfg.d_model, "]");
-      auto qkv = matmul(nn::projection_input(tape, x, w_qkv), tape.param(w_qkv));
+      auto qkv = nn::project(tape, x, w_qkv);
       if (cfg.rope) rope_table.ensure(x.shape()[1], dh, cfg.rope_theta);
       // Nothing between the projection and the attention kernel, nor between it and W_O: q, k
       // and v are read in place and the output is written token-major (no split or merge).
       const bool intervened = ex.interventions && !ex.interventions->empty();
       if constexpr (!Gate::enabled && Value::identity) {
         if (!cfg.qk_norm && !ex.mix && !ex.probe && !intervened)
-          return matmul(nn::projection_input(tape, core_from_projection(tape, qkv, ex), w_o), tape.param(w_o));
+          return nn::project(tape, core_from_projection(tape, qkv, ex), w_o);
       }
       // With nothing between the split and RoPE (no mixing, no QK-norm), q and k are rotated
       // straight out of the projection, one pass each way instead of two.
@@ -194,7 +194,7 @@ struct Attention {
           Var<T> src = Gate::source == gate::Source::FromInput ? x
                        : value_edited ? autodiff::merge_heads(p.v)
                                       : slice(qkv, 2, (H + Hkv) * dh, (H + 2 * Hkv) * dh);
-          Var<T> lg = matmul(nn::projection_input(tape, src, w_gate), tape.param(w_gate));
+          Var<T> lg = nn::project(tape, src, w_gate);
           if (b_gate.value.defined()) lg = lg + tape.param(b_gate);
           p.gate = autodiff::split_heads(lg, 0, gate_heads, gate_channels);
         }
@@ -216,7 +216,7 @@ struct Attention {
         p.k = autodiff::rope(p.k, rope_table, 0);
       }
       Var<T> o = edited(tape, core(tape, p, ex), nn::Site::HeadOutput, "query heads", ex);
-      Var<T> y = matmul(nn::projection_input(tape, autodiff::merge_heads(o), w_o), tape.param(w_o));
+      Var<T> y = nn::project(tape, autodiff::merge_heads(o), w_o);
       if (ex.probe) ex.probe->output = y.value();
       return y;
     }

@@ -70,8 +70,8 @@ struct GatedModule {
   }
   Var<T> forward(const char* kind, Tape<T>& tape, Var<T> x) {
     check_input(kind, name, x, dim);
-    // One fused node unless biases or a projection-input hook need the composed form.
-    if (!gate_up.has_bias() && !down.has_bias() && !nn::projection_input_hooked<T>())
+    // One fused node unless biases or a projection hook need the composed form.
+    if (!gate_up.has_bias() && !down.has_bias() && !nn::projection_hooked<T>())
       return autodiff::glu_mlp<Act>(x, tape.param(gate_up.weight), tape.param(down.weight));
     return down(tape, autodiff::act_mul_halves<Act>(gate_up(tape, x)));
   }

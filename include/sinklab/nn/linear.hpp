@@ -38,9 +38,7 @@ struct Linear {
   autodiff::Var<T> operator()(autodiff::Tape<T>& tape, autodiff::Var<T> x) {
     SINKLAB_CHECK(x.rank() >= 1 && x.shape()[-1] == in, "Linear '", name, "': input of shape ", x.shape(),
                   " has last axis ", (x.rank() ? x.shape()[-1] : 0), ", expected ", in);
-    x = projection_input(tape, x, weight);
-    auto y = x.rank() == 1 ? reshape(matmul(reshape(x, {1, in}), tape.param(weight)), {out})
-                           : matmul(x, tape.param(weight));
+    auto y = x.rank() == 1 ? reshape(project(tape, reshape(x, {1, in}), weight), {out}) : project(tape, x, weight);
     return has_bias() ? y + tape.param(bias) : y;
   }
 

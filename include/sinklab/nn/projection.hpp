@@ -1,11 +1,11 @@
-// The seam at the input of every weight projection y = x·W: nn::Linear, the attention's fused
-// QKV, gate and output projections, and a tied LM head all pass their input through
-// projection_input(tape, x, weight) before the matmul. With no hook installed (the normal
-// case) it returns x unchanged after one thread-local pointer test; a ProjectionInputScope
-// installs a hook for the forward passes run on this thread while it lives, e.g. the
-// activation fake-quantizers and calibration observers of quant/model.hpp. A hook sees which
-// weight the input is about to meet (so it can keep per-site state keyed by the weight's
-// name) and returns the Var the matmul should use instead.
+// The seam of every weight projection y = x·W: nn::Linear, the attention's fused QKV, gate and
+// output projections, and a tied LM head all compute their product through
+// project(tape, x, weight). With no hook installed (the normal case) that is matmul(x, W) after
+// one thread-local pointer test; a ProjectionScope installs a hook for the forward passes run on
+// this thread while it lives. A hook sees which weight the input is about to meet (so it can keep
+// per-site state keyed by the weight's name) and returns the product: the calibration observers
+// and fake quantizers of quant/model.hpp transform x and then call site.product(tape, x'), the
+// integer W8A8 inference there replaces the product with an int8 GEMM.
 //
 // The residual stream has the same kind of seam, stream_point(tape, h, name), at the points
 // where a model forms it: the sum after each branch of every nn::Layer ("<layer>.residual.attn",
@@ -24,15 +24,22 @@ template <class T>
 struct ProjectionSite {
   autodiff::Parameter<T>& weight;  // the projection's weight
   bool transposed = false;         // false: y = x·W with W [in, out]; true: y = x·Wᵀ (tied LM head)
+
+  // What the projection computes without a hook.
+  autodiff::Var<T> product(autodiff::Tape<T>& tape, autodiff::Var<T> x) const {
+    const autodiff::Var<T> w = tape.param(weight);
+    return autodiff::matmul(x, transposed ? autodiff::transpose(w, 0, 1) : w);
+  }
 };
 
+// Returns y for the input x of the projection `site`.
 template <class T>
-using ProjectionInputHook = std::function<autodiff::Var<T>(autodiff::Tape<T>&, autodiff::Var<T> x, const ProjectionSite<T>&)>;
+using ProjectionHook = std::function<autodiff::Var<T>(autodiff::Tape<T>&, autodiff::Var<T> x, const ProjectionSite<T>&)>;
 
 namespace detail {
 template <class T>
-const ProjectionInputHook<T>*& projection_input_hook() {
-  thread_local const ProjectionInputHook<T>* hook = nullptr;
+const ProjectionHook<T>*& projection_hook() {
+  thread_local const ProjectionHook<T>* hook = nullptr;
   return hook;
 }
 }  // namespace detail
@@ -40,33 +47,33 @@ const ProjectionInputHook<T>*& projection_input_hook() {
 // Installs `hook` on this thread until destroyed; scopes nest (the previous hook comes back).
 // The hook must outlive the scope.
 template <class T>
-class ProjectionInputScope {
+class ProjectionScope {
  public:
-  explicit ProjectionInputScope(const ProjectionInputHook<T>& hook) : previous_(detail::projection_input_hook<T>()) {
-    detail::projection_input_hook<T>() = &hook;
+  explicit ProjectionScope(const ProjectionHook<T>& hook) : previous_(detail::projection_hook<T>()) {
+    detail::projection_hook<T>() = &hook;
   }
-  ~ProjectionInputScope() { detail::projection_input_hook<T>() = previous_; }
-  ProjectionInputScope(const ProjectionInputScope&) = delete;
-  ProjectionInputScope& operator=(const ProjectionInputScope&) = delete;
+  ~ProjectionScope() { detail::projection_hook<T>() = previous_; }
+  ProjectionScope(const ProjectionScope&) = delete;
+  ProjectionScope& operator=(const ProjectionScope&) = delete;
 
  private:
-  const ProjectionInputHook<T>* previous_;
+  const ProjectionHook<T>* previous_;
 };
 
-// Whether a hook is installed on this thread: a fused layer that would hide a projection's input
-// from it (autodiff::glu_mlp's hidden activations) takes its composed form instead.
+// Whether a hook is installed on this thread: a fused layer that would hide a projection from it
+// (autodiff::glu_mlp's two products) takes its composed form instead.
 template <class T>
-bool projection_input_hooked() {
-  return detail::projection_input_hook<T>() != nullptr;
+bool projection_hooked() {
+  return detail::projection_hook<T>() != nullptr;
 }
 
-// x as the projection with `weight` should see it.
+// x·W (transposed: x·Wᵀ), or what the installed hook makes of it.
 template <class T>
-autodiff::Var<T> projection_input(autodiff::Tape<T>& tape, autodiff::Var<T> x, autodiff::Parameter<T>& weight,
-                                  bool transposed = false) {
-  const ProjectionInputHook<T>* hook = detail::projection_input_hook<T>();
-  if (!hook) return x;
-  return (*hook)(tape, x, ProjectionSite<T>{weight, transposed});
+autodiff::Var<T> project(autodiff::Tape<T>& tape, autodiff::Var<T> x, autodiff::Parameter<T>& weight,
+                         bool transposed = false) {
+  const ProjectionSite<T> site{weight, transposed};
+  const ProjectionHook<T>* hook = detail::projection_hook<T>();
+  return hook ? (*hook)(tape, x, site) : site.product(tape, x);
 }
 
 // ---------------------------------------------------------------------------------------------

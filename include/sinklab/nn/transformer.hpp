@@ -109,8 +109,7 @@ struct Transformer {
     Var<T> logits(Tape<T>& tape, const Tensor<int32_t>& ids, ModelProbe<T>* probe = nullptr) {
       Var<T> h = hidden(tape, ids, probe);
       const autodiff::profile::Label section("head");
-      if (cfg.tie_embeddings)
-        return matmul(projection_input(tape, h, embed.weight, true), transpose(tape.param(embed.weight), 0, 1));
+      if (cfg.tie_embeddings) return project(tape, h, embed.weight, true);
       return lm_head(tape, h);
     }
 

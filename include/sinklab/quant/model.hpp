@@ -7,8 +7,8 @@
 // What is quantized: every weight projection y = x·W of the model — nn::Linear (FFN, LM head,
 // GatedNorm's gate, mixing layers), the attention's QKV, gate and output projections and a
 // tied LM head — both its weight and its input (Bondarenko et al. quantize the inputs of every
-// linear layer). The sites are found through the nn::projection_input seam (nn/projection.hpp)
-// during calibration, keyed by the weight's parameter name. With `residual_stream` (W8A8 only)
+// linear layer). The sites are found through the nn::project seam (nn/projection.hpp) during
+// calibration, keyed by the weight's parameter name. With `residual_stream` (W8A8 only)
 // the residual stream is quantized too, at every nn::stream_point: the embeddings entering the
 // first layer and the sum after each attention and FFN branch, asymmetric per-tensor INT8 with
 // static min-max ranges — Bondarenko et al.'s residual-sum quantizers, which see the massive
@@ -33,6 +33,13 @@
 // same normed input get their own s) and is the same arithmetic up to float rounding. A tied
 // LM head is not smoothed: its weight is also the embedding table, which diag(s) would change.
 //
+// Integer inference (W8A8): after quantize_weights(), integer_scope() runs every projection as
+// an integer GEMM (kernels/cpu/gemm_s8.hpp): the input's uint8 codes (x/s through the static
+// activation quantizer) times the weight's int8 codes, summed exactly in int32 and scaled once by
+// s_x·s_W. The codes are those the fake quantizers produce, so the two paths differ only by the
+// rounding of the fake path's fp32 sums. The residual-stream quantizers stay fake (they are a
+// round trip between float ops either way); the attention core and norms stay float.
+//
 // Calibration runs the float model once per calibration batch; activation ranges are those of
 // the float (smoothed) inputs. ModelQuantizer keeps pointers to the model's Parameters between
 // calibrate() and restore(), so the model must not move meanwhile; restore() (and the
@@ -54,7 +61,9 @@
 
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/kernels/cpu/gemm_s8.hpp"
 #include "sinklab/nn/projection.hpp"
 #include "sinklab/quant/block_quant.hpp"
 #include "sinklab/quant/int8_weight.hpp"
@@ -86,6 +95,7 @@ struct PtqConfig {
   int64_t weight_block = 16;   // W4A4 weight block along the reduction axis
   int64_t act_block = 16;      // W4A4 input block per token; 0: one scale per token
   int32_t ignore_index = -100;  // targets left out of the evaluated loss
+  bool integer = false;        // W8A8: evaluate with integer GEMMs (ModelQuantizer::integer_scope)
 };
 
 // One projection, as calibration saw it.
@@ -121,12 +131,15 @@ class ModelQuantizer {
                   scheme_name(cfg_.scheme));
     SINKLAB_CHECK(cfg_.weight_block >= 1 && cfg_.act_block >= 0, "quant::ModelQuantizer: weight_block must be >= 1 and "
                   "act_block >= 0, got ", cfg_.weight_block, " and ", cfg_.act_block);
-    observe_ = [this](autodiff::Tape<T>&, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
+    observe_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
       observe(s, x.value());
-      return x;
+      return s.product(tape, x);
     };
     quantize_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
-      return quantize_input(tape, x, s);
+      return s.product(tape, quantize_input(tape, x, s));
+    };
+    integer_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
+      return integer_product(tape, x, s);
     };
     observe_stream_ = [this](autodiff::Tape<T>&, autodiff::Var<T> h, const std::string& point) {
       observe_stream(point, h.value());
@@ -146,7 +159,7 @@ class ModelQuantizer {
   template <class F>
   void calibrate(F&& forward) {
     SINKLAB_CHECK(saved_.empty(), "quant::ModelQuantizer::calibrate: weights are quantized; restore() first");
-    nn::ProjectionInputScope<T> scope(observe_);
+    nn::ProjectionScope<T> scope(observe_);
     std::optional<nn::StreamScope<T>> stream;
     if (cfg_.residual_stream) stream.emplace(observe_stream_);
     forward();
@@ -202,6 +215,7 @@ class ModelQuantizer {
   void restore() {
     for (auto& [p, original] : saved_) p->value.copy_from(original);
     saved_.clear();
+    for (Site& s : sites_) s.packed = {};
   }
   bool weights_quantized() const { return !saved_.empty(); }
 
@@ -209,18 +223,38 @@ class ModelQuantizer {
   // fake-quantized, and with residual_stream the residual stream too (straight-through gradients).
   class ActivationScope {
    public:
-    ActivationScope(const nn::ProjectionInputHook<T>& projections, const nn::StreamHook<T>* stream)
+    ActivationScope(const nn::ProjectionHook<T>& projections, const nn::StreamHook<T>* stream)
         : projections_(projections) {
       if (stream) stream_.emplace(*stream);
     }
 
    private:
-    nn::ProjectionInputScope<T> projections_;
+    nn::ProjectionScope<T> projections_;
     std::optional<nn::StreamScope<T>> stream_;
   };
   ActivationScope activation_scope() {
     finalize();
     return ActivationScope(quantize_, cfg_.residual_stream ? &quantize_stream_ : nullptr);
+  }
+
+  // While the returned scope lives, every projection on this thread is an integer GEMM on the
+  // codes of its input and of its quantized weight (and with residual_stream the residual stream
+  // is fake-quantized as in activation_scope()). W8A8 with weights and activations quantized,
+  // after quantize_weights(); inference only (forward passes under autodiff::no_grad). The
+  // weights' codes are packed on the first call after quantize_weights().
+  ActivationScope integer_scope() {
+    if constexpr (!std::is_same_v<T, float>) {
+      SINKLAB_CHECK(false, "quant::ModelQuantizer::integer_scope: integer inference computes in float; this quantizer's "
+                    "model is not a float model");
+    }
+    SINKLAB_CHECK(cfg_.scheme == Scheme::w8a8 && cfg_.weights && cfg_.activations, "quant::ModelQuantizer::integer_scope: "
+                  "integer GEMMs need W8A8 with both weights and activations quantized, not ", scheme_name(cfg_.scheme),
+                  cfg_.weights ? "" : " (weights off)", cfg_.activations ? "" : " (activations off)");
+    SINKLAB_CHECK(weights_quantized(), "quant::ModelQuantizer::integer_scope: call quantize_weights() first (the integer "
+                  "weights are the codes of the quantized weights)");
+    for (Site& s : sites_)
+      if (!s.packed.data) s.packed = pack_weight_codes(s);
+    return ActivationScope(integer_, cfg_.residual_stream ? &quantize_stream_ : nullptr);
   }
 
   // The input transform of one site, on values: x / s, then the scheme's input quantizer.
@@ -256,6 +290,7 @@ class ModelQuantizer {
   struct Site {
     Parameter* param = nullptr;
     SiteStats stats;
+    kernels::cpu::PackedS8 packed;  // the weight's int8 codes as [in, out], for integer_scope()
   };
 
   Format4 format4() const { return cfg_.scheme == Scheme::w4a4_int4 ? Format4::int4 : Format4::fp4_e2m1; }
@@ -358,6 +393,60 @@ class ModelQuantizer {
     });
   }
 
+  // The weight's codes (it holds the fake-quantized values, each exactly a code times the scale),
+  // oriented as the product reads them: [in, out], a tied head's Wᵀ too.
+  kernels::cpu::PackedS8 pack_weight_codes(const Site& s) const {
+    const Tensor<T> W = s.param->value.contiguous();
+    const UniformQuantizer& q = s.stats.weight_quantizer;
+    const int64_t K = s.stats.channels, N = W.numel() / K;
+    std::vector<int8_t> codes(static_cast<std::size_t>(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) {
+        const T w = s.stats.transposed ? W.data()[j * K + k] : W.data()[k * N + j];
+        const int32_t c = q.quantize(static_cast<double>(w));
+        SINKLAB_CHECK(static_cast<T>(q.dequantize(c)) == w, "quant::ModelQuantizer::integer_scope: weight '", s.stats.weight,
+                      "' holds ", w, ", which is not a code of its quantizer (scale ", q.scale,
+                      "); was it changed after quantize_weights()?");
+        codes[static_cast<std::size_t>(k * N + j)] = static_cast<int8_t>(c);
+      }
+    return kernels::cpu::pack_s8(codes.data(), N, K, N);
+  }
+
+  autodiff::Var<T> integer_product(autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& ps) {
+    const Site& s = site(ps.weight.name);
+    SINKLAB_CHECK(!(autodiff::grad_enabled() && x.requires_grad()), "quant::ModelQuantizer: the integer projection of '",
+                  ps.weight.name, "' has no gradient; run integer inference under autodiff::no_grad");
+    SINKLAB_CHECK(s.packed.data && s.packed.K == s.stats.channels, "quant::ModelQuantizer: weight '", ps.weight.name,
+                  "' has no integer codes; call integer_scope() after quantize_weights()");
+    const Tensor<T> xc = x.value().contiguous();
+    const int64_t K = s.stats.channels, N = s.packed.N;
+    SINKLAB_CHECK(xc.rank() >= 1 && xc.size(-1) == K, "quant::ModelQuantizer: input of shape ", xc.shape(), " for weight '",
+                  ps.weight.name, "', expected [..., ", K, "]");
+    const int64_t M = xc.numel() / K;
+    const UniformQuantizer& qa = s.stats.activation;
+    // The codes transform_input's fake quantizer rounds to: x / s_j rounded to T first, as there.
+    thread_local std::vector<uint8_t> buffer;  // reused: one projection's input codes at a time
+    buffer.resize(static_cast<std::size_t>(M * K));
+    uint8_t* codes = buffer.data();
+    const double* sm = s.stats.smoothing.empty() ? nullptr : s.stats.smoothing.data();
+    const T* xd = xc.data();
+    parallel_for(0, M, 16, [&](int64_t r0, int64_t r1) {
+      std::vector<T> smoothed(sm ? static_cast<std::size_t>(K) : 0);
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* xr = xd + r * K;
+        if (sm) {
+          for (int64_t j = 0; j < K; ++j) smoothed[j] = static_cast<T>(static_cast<double>(xr[j]) / sm[j]);
+          xr = smoothed.data();
+        }
+        qa.quantize_row(xr, K, codes + r * K);
+      }
+    });
+    Tensor<T> y = Tensor<T>::empty(xc.shape().with(-1, N));
+    if constexpr (std::is_same_v<T, float>)
+      kernels::cpu::gemm_u8s8(M, codes, K, qa.zero_point, s.packed, qa.scale * s.stats.weight_quantizer.scale, y.data(), N);
+    return tape.constant(y);
+  }
+
   void observe_stream(const std::string& point, const Tensor<T>& h) {
     auto [it, fresh] = stream_index_.try_emplace(point, streams_.size());
     if (fresh) {
@@ -393,7 +482,7 @@ class ModelQuantizer {
   std::map<std::string, std::size_t> stream_index_;
   std::vector<std::pair<Parameter*, Tensor<T>>> saved_;
   bool finalized_ = false;
-  nn::ProjectionInputHook<T> observe_, quantize_;
+  nn::ProjectionHook<T> observe_, quantize_, integer_;
   nn::StreamHook<T> observe_stream_, quantize_stream_;
 };
 
@@ -441,6 +530,7 @@ struct PtqResult {
   int64_t tokens = 0;  // evaluated targets
   int64_t sites = 0;   // projections quantized
   int64_t stream_points = 0;  // residual-stream points quantized (PtqConfig::residual_stream)
+  bool integer = false;       // the quantized model ran integer GEMMs
   double delta_loss() const { return quant_loss - float_loss; }
   double delta_perplexity() const { return quant_perplexity - float_perplexity; }
 };
@@ -455,6 +545,7 @@ PtqResult evaluate_ptq(Model& model, const std::vector<Batch>& calibration, cons
   PtqResult r;
   r.scheme = scheme_name(cfg.scheme);
   r.smoothquant = cfg.smoothquant;
+  r.integer = cfg.integer;
   std::tie(r.float_loss, r.tokens) = mean_token_loss(model, eval, cfg.ignore_index);
   ModelQuantizer<T> q(cfg);
   q.calibrate([&] {
@@ -467,7 +558,7 @@ PtqResult evaluate_ptq(Model& model, const std::vector<Batch>& calibration, cons
   });
   q.quantize_weights();
   {
-    auto scope = q.activation_scope();
+    auto scope = cfg.integer ? q.integer_scope() : q.activation_scope();
     r.quant_loss = mean_token_loss(model, eval, cfg.ignore_index).first;
   }
   q.restore();

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/tensor.hpp"
@@ -54,9 +55,28 @@ struct UniformQuantizer {
     return q;
   }
 
-  int32_t quantize(double x) const {
-    const double q = round_half_even(x / static_cast<double>(scale)) + zero_point;
-    return static_cast<int32_t>(std::clamp(q, static_cast<double>(qmin), static_cast<double>(qmax)));
+  // The code of x, as a V: a double, or an xsimd batch of doubles (quantize_row).
+  template <class V>
+  V code(V x) const {
+    using std::max;
+    using std::min;
+    const V q = round_half_even(x / V(static_cast<double>(scale))) + V(static_cast<double>(zero_point));
+    return min(max(q, V(static_cast<double>(qmin))), V(static_cast<double>(qmax)));
+  }
+  int32_t quantize(double x) const { return static_cast<int32_t>(code(x)); }
+
+  // out[j] = quantize(x[j]) for j < n, a vector of doubles at a time (Code holds [qmin, qmax]).
+  template <class T, class Code>
+  void quantize_row(const T* x, int64_t n, Code* out) const {
+    using V = xsimd::batch<double>;
+    constexpr int64_t W = static_cast<int64_t>(V::size);
+    alignas(64) double lanes[W];
+    int64_t j = 0;
+    for (; j + W <= n; j += W) {
+      code(V::load_unaligned(x + j)).store_aligned(lanes);
+      for (int64_t l = 0; l < W; ++l) out[j + l] = static_cast<Code>(lanes[l]);
+    }
+    for (; j < n; ++j) out[j] = static_cast<Code>(quantize(static_cast<double>(x[j])));
   }
   double dequantize(int32_t q) const { return static_cast<double>(q - zero_point) * static_cast<double>(scale); }
   double fake(double x) const { return dequantize(quantize(x)); }

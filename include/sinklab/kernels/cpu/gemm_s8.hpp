@@ -232,14 +232,25 @@ SINKLAB_TARGET_VNNI void tile_vnni(int64_t kq, const uint32_t* Ap, const int8_t*
       acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], a, b3);
     }
   }
-  alignas(64) int32_t lanes[NQ];
-  for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < 4; ++v) _mm512_store_si512(lanes + 16 * v, acc[r][v]);
-    // Σ a·b − za·Σ b in wrapping unsigned arithmetic: the result fits int32 even where a term alone might not.
-    for (int64_t j = 0; j < ncols; ++j)
-      out.put(r0 + r, c0 + j,
-              static_cast<int32_t>(static_cast<uint32_t>(lanes[j]) - static_cast<uint32_t>(za) * static_cast<uint32_t>(colsum[j])));
-  }
+  // Σ a·b − za·Σ b in wrapping 32-bit arithmetic: the result fits int32 even where a term alone
+  // might not. Floats leave as Out::put writes them: the int32 times the scale in double, rounded once.
+  const __m512i zav = _mm512_set1_epi32(za);
+  const __m512d scale = _mm512_set1_pd(static_cast<double>(out.scale));
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 4 && 16 * v < ncols; ++v) {
+      const int64_t j0 = 16 * v;
+      const __mmask16 keep = ncols - j0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (ncols - j0)) - 1);
+      const __m512i sum = _mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zav, _mm512_loadu_si512(colsum + j0)));
+      const int64_t at = (r0 + r) * out.ld + c0 + j0;
+      if (out.i32) {
+        _mm512_mask_storeu_epi32(out.i32 + at, keep, sum);
+        continue;
+      }
+      const __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(sum)), scale));
+      const __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(sum, 1)), scale));
+      const __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
+      _mm512_mask_storeu_ps(out.f32 + at, keep, _mm512_castpd_ps(both));
+    }
 }
 
 SINKLAB_TARGET_VNNI inline void block_vnni(int64_t m, int64_t kq, const uint32_t* Ap, const PackedS8& B, int32_t za,
