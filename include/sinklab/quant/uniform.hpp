@@ -70,11 +70,16 @@ struct UniformQuantizer {
   void quantize_row(const T* x, int64_t n, Code* out) const {
     using V = xsimd::batch<double>;
     constexpr int64_t W = static_cast<int64_t>(V::size);
-    alignas(64) double lanes[W];
+    alignas(64) double in[W], lanes[W];
+    alignas(64) int32_t codes[W];
+    const UniformQuantizer q = *this;  // a local: the byte stores below could alias *this, forcing reloads
     int64_t j = 0;
+    // The conversions go through plain arrays, which the compiler turns into vector converts.
     for (; j + W <= n; j += W) {
-      code(V::load_unaligned(x + j)).store_aligned(lanes);
-      for (int64_t l = 0; l < W; ++l) out[j + l] = static_cast<Code>(lanes[l]);
+      for (int64_t l = 0; l < W; ++l) in[l] = static_cast<double>(x[j + l]);
+      q.code(V::load_aligned(in)).store_aligned(lanes);
+      for (int64_t l = 0; l < W; ++l) codes[l] = static_cast<int32_t>(lanes[l]);
+      for (int64_t l = 0; l < W; ++l) out[j + l] = static_cast<Code>(codes[l]);
     }
     for (; j < n; ++j) out[j] = static_cast<Code>(quantize(static_cast<double>(x[j])));
   }
