@@ -115,6 +115,39 @@ TEST_CASE_TEMPLATE("gemm: packed kernel and threaded gemm equal a naive product 
   set_num_threads(2);
 }
 
+TEST_CASE("gemm: every fp32 tile the CPU runs (compiled, AVX2, AVX-512 at run time) equals a naive product") {
+  const CpuFeatures& f = cpu_features();
+  std::vector<GemmTile> tiles{GemmTile::Compiled};
+  if (f.avx2 && f.fma) tiles.push_back(GemmTile::Avx2);
+  if (f.avx512f) tiles.push_back(GemmTile::Avx512);
+  if (tiles.size() < 3) MESSAGE("this CPU (" << f.summary() << ") runs " << tiles.size() << " of the 3 fp32 tiles; the others are not tested here");
+  const int64_t sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {6, 64, 128}, {13, 65, 129}, {37, 200, 300}, {7, 130, 1}, {128, 688, 260}};
+  for (const GemmTile t : tiles) {
+    CAPTURE(gemm_tile_name(t));
+    set_gemm_tile(t);
+    REQUIRE(gemm_tile() == t);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      for (const auto& s : sizes)
+        for (bool ta : {false, true})
+          for (bool tb : {false, true})
+            for (float beta : {0.f, 0.5f}) {
+              check_gemm<float>(s[0], s[1], s[2], ta, tb, 0.75f, beta, true);
+              check_gemm<float>(s[0], s[1], s[2], ta, tb, 1.25f, beta, false, true);
+            }
+    }
+  }
+  set_gemm_tile(GemmTile::Auto);
+  set_num_threads(2);
+  // Auto: the widest of the compiled tile and the CPU's.
+  const auto compiled = static_cast<int64_t>(xsimd::batch<float>::size);
+  const GemmTile best = compiled < 16 && f.avx512f                 ? GemmTile::Avx512
+                        : compiled < 8 && f.avx2 && f.fma          ? GemmTile::Avx2
+                                                                   : GemmTile::Compiled;
+  CHECK(gemm_tile() == best);
+  if (!f.avx512f) CHECK_THROWS_WITH_AS(set_gemm_tile(GemmTile::Avx512), doctest::Contains("has no AVX-512F"), Error);
+}
+
 TEST_CASE_TEMPLATE("gemm: a row epilogue gets every row of C once, when final, on every path", T, float, double) {
   // Tiny (Eigen), row tiles sharing one packing, too few rows for a row split (tiled, then the
   // epilogue over all rows), split along K, and column blocks over K slices (one thread).

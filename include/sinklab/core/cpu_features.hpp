@@ -120,8 +120,8 @@ inline const char* compiled_isa() {
 }
 
 // Once per process, on stderr: the CPU runs wider vectors than this program was compiled for, so
-// every xsimd kernel runs at a fraction of its speed (SSE2 is 4 floats per instruction, AVX-512
-// 16). Silenced by SINKLAB_QUIET_ISA=1. Returns whether it warned.
+// every xsimd kernel but the GEMMs' run-time tiles runs at a fraction of its speed (SSE2 is 4
+// floats per instruction, AVX-512 16). Silenced by SINKLAB_QUIET_ISA=1. Returns whether it warned.
 inline bool warn_if_built_below_cpu() {
   static const bool warned = [] {
     const CpuFeatures& f = cpu_features();
@@ -132,8 +132,9 @@ inline bool warn_if_built_below_cpu() {
     const char* quiet = std::getenv("SINKLAB_QUIET_ISA");
     if (!better || (quiet && *quiet && std::string(quiet) != "0")) return false;
     std::fprintf(stderr,
-                 "sinklab: this CPU has %s but the program was compiled for %s, so sinklab's vector kernels run "
-                 "several times slower than they could; compile with -march=native (CMake: target_compile_options(<target> "
+                 "sinklab: this CPU has %s but the program was compiled for %s: sinklab's GEMMs choose their "
+                 "instructions at run time, but its attention, row-wise and element-wise kernels run several times "
+                 "slower than they could; compile with -march=native (CMake: target_compile_options(<target> "
                  "PRIVATE -march=native)). SINKLAB_QUIET_ISA=1 silences this.\n",
                  better, built.c_str());
     return true;

@@ -6,8 +6,10 @@
 //   C = alpha · op(A) · op(B) + beta · C,  row-major, op(X) = X or Xᵀ
 //
 // Blocking: for each slice of KC rows of op(B), B is packed once into column panels of NR =
-// 4 SIMD vectors (zero-padded, so the kernel never needs a column tail), each panel kc × NR,
-// small enough for L1. The kernel then reads op(A) in place — A(i, k) at A[i·sai + k·sak], so a
+// 256 bytes of columns (4 AVX-512 vectors; zero-padded, so the kernel never needs a column
+// tail), each panel kc × NR, small enough for L1. A tile compiled for narrower vectors takes a
+// panel in strips of 4 of its vectors; a program compiled for less than its CPU runs the CPU's
+// own fp32 tiles instead (gemm_tile_x86.hpp), on the same panels. The kernel then reads op(A) in place — A(i, k) at A[i·sai + k·sak], so a
 // transposed A costs nothing — broadcasting one element per row and k.
 //
 // A row epilogue ep(r0, r1) is called once for each block of rows of C as soon as those rows are
@@ -17,11 +19,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/storage.hpp"
+#include "sinklab/kernels/cpu/gemm_tile_x86.hpp"
 
 namespace sinklab::kernels::cpu {
 
@@ -36,13 +40,15 @@ struct PackedGemm {
   using V = xsimd::batch<T>;
   static constexpr int64_t W = static_cast<int64_t>(V::size);
   static constexpr int64_t NV = 4;
-  static constexpr int64_t NR = NV * W;  // columns per panel
+  static constexpr int64_t NS = NV * W;  // columns of the compiled tile (a strip of a panel)
+  static constexpr int64_t NR = 256 / static_cast<int64_t>(sizeof(T));  // columns per panel
+  static_assert(NR % NS == 0, "a panel holds whole strips of the compiled tile");
   static constexpr int64_t MR = 6;       // rows per micro-tile
   static constexpr int64_t KC = 128;     // depth of a packed slice (a panel is KC·NR·sizeof(T) ≤ 32 KiB)
   static constexpr int64_t CBytes = 512 * 1024;  // budget for a block of C kept in L2 across K slices
 
-  // Rows [0, MR_) × the panel's NR columns: acc = Σ_k A(i, k)·Bp[k, :]; then C = alpha·acc + beta·C
-  // on the first `ncols` columns (beta == 0: C is not read).
+  // Rows [0, R) × a strip of NS columns (rows NR apart in the panel): acc = Σ_k A(i, k)·Bp[k, :];
+  // then C = alpha·acc + beta·C on the first `ncols` columns (beta == 0: C is not read).
   template <int R>
   static void tile(int64_t kc, const T* A, int64_t sai, int64_t sak, const T* Bp, T alpha, T beta, T* C, int64_t ldc,
                    int64_t ncols) {
@@ -79,7 +85,7 @@ struct PackedGemm {
       }
     }
     const V va(alpha), vb(beta);
-    if (ncols == NR) {
+    if (ncols == NS) {
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
@@ -89,7 +95,7 @@ struct PackedGemm {
           out.store_unaligned(c);
         }
     } else {
-      alignas(64) T buf[NR];
+      alignas(64) T buf[NS];
       for (int r = 0; r < R; ++r) {
         for (int v = 0; v < NV; ++v) (acc[r][v] * va).store_aligned(buf + v * W);
         T* c = C + r * ldc;
@@ -101,20 +107,43 @@ struct PackedGemm {
     }
   }
 
+  // Rows [0, R) × a whole panel (its first ncols columns), on the tile gemm_tile() names.
+  template <int R>
+  static void panel_tile(GemmTile kind, int64_t kc, const T* A, int64_t sai, int64_t sak, const T* Bp, T alpha, T beta,
+                         T* C, int64_t ldc, int64_t ncols) {
+#if defined(SINKLAB_CPUID)
+    if constexpr (std::is_same_v<T, float>) {
+      if (kind == GemmTile::Avx512) {
+        x86::tile_f32_avx512<R>(kc, A, sai, sak, Bp, NR, alpha, beta, C, ldc, ncols);
+        return;
+      }
+      if (kind == GemmTile::Avx2) {
+        for (int64_t s = 0; s < ncols; s += 16)
+          x86::tile_f32_avx2<R>(kc, A, sai, sak, Bp + s, NR, alpha, beta, C + s, ldc, std::min<int64_t>(16, ncols - s));
+        return;
+      }
+    }
+#endif
+    (void)kind;
+    for (int64_t s = 0; s < ncols; s += NS)
+      tile<R>(kc, A, sai, sak, Bp + s, alpha, beta, C + s, ldc, std::min(NS, ncols - s));
+  }
+
   // All M rows against one packed panel.
   static void rows(int64_t M, int64_t kc, const T* A, int64_t sai, int64_t sak, const T* Bp, T alpha, T beta, T* C,
                    int64_t ldc, int64_t ncols) {
+    const GemmTile kind = std::is_same_v<T, float> ? gemm_tile() : GemmTile::Compiled;
     int64_t i = 0;
-    for (; i + MR <= M; i += MR) tile<MR>(kc, A + i * sai, sai, sak, Bp, alpha, beta, C + i * ldc, ldc, ncols);
+    for (; i + MR <= M; i += MR) panel_tile<MR>(kind, kc, A + i * sai, sai, sak, Bp, alpha, beta, C + i * ldc, ldc, ncols);
     const int64_t rest = M - i;
     const T* a = A + i * sai;
     T* c = C + i * ldc;
     switch (rest) {
-      case 5: tile<5>(kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
-      case 4: tile<4>(kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
-      case 3: tile<3>(kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
-      case 2: tile<2>(kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
-      case 1: tile<1>(kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
+      case 5: panel_tile<5>(kind, kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
+      case 4: panel_tile<4>(kind, kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
+      case 3: panel_tile<3>(kind, kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
+      case 2: panel_tile<2>(kind, kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
+      case 1: panel_tile<1>(kind, kc, a, sai, sak, Bp, alpha, beta, c, ldc, ncols); break;
       default: break;
     }
   }
