@@ -76,6 +76,91 @@ inline void pack_a(bool ta, const float* A, int64_t lda, int64_t i0, int64_t m, 
 #if defined(SINKLAB_CPUID)
 #define SINKLAB_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
+// The packing of the native path converts 32 floats per instruction (vcvtne2ps2bf16: round to
+// nearest even, as to_bf16, except that fp32 denormals, |x| < 1.2e-38, become ±0 where to_bf16
+// keeps them as bf16 denormals); edges not a whole vector wide go through pack_a / pack_b. At
+// N = 1024 the scalar packing took a fifth of the product.
+
+// 32 consecutive floats → 32 bf16 in order.
+SINKLAB_TARGET_BF16 inline __m512i bf16x32(const float* x) {
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+}
+// 16 floats of each of two rows → 16 bf16 pairs (x0[j], x1[j]), one 32-bit word per j.
+SINKLAB_TARGET_BF16 inline __m512i bf16_pairs16(const float* x0, const float* x1) {
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x1), _mm512_loadu_ps(x0));  // x0 low, x1 high
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                              21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, both);
+}
+
+// pack_b, 16 columns or 32 k at a time.
+SINKLAB_TARGET_BF16 inline void pack_b_native(bool tb, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0,
+                                              int64_t nc, uint16_t* Bp) {
+  const int64_t kp = (kc + 1) / 2;
+  std::memset(Bp, 0, static_cast<std::size_t>(kp * NR * 2) * sizeof(uint16_t));
+  if (!tb) {  // op(B)[k, j] = B[k·ldb + j]: two rows of B give 16 pairs per vector
+    const int64_t n16 = nc / 16 * 16;
+    for (int64_t p = 0; p < kc / 2; ++p) {
+      const float* r0 = B + (k0 + 2 * p) * ldb + n0;
+      for (int64_t j = 0; j < n16; j += 16)
+        _mm512_storeu_si512(Bp + p * NR * 2 + 2 * j, bf16_pairs16(r0 + j, r0 + ldb + j));
+    }
+    for (int64_t k = 0; k < kc; ++k) {  // the columns past n16, and an odd last k
+      uint16_t* row = Bp + (k / 2) * NR * 2 + (k & 1);
+      for (int64_t j = (k < kc / 2 * 2 ? n16 : 0); j < nc; ++j) row[2 * j] = to_bf16(B[(k0 + k) * ldb + n0 + j]);
+    }
+    return;
+  }
+  // op(B)[k, j] = B[j·ldb + k]: a row of B is a column of op(B), its pairs already adjacent.
+  const int64_t k32 = kc / 32 * 32;
+  alignas(64) uint32_t words[16];
+  auto* Bw = reinterpret_cast<uint32_t*>(Bp);  // one word per pair and column: Bw[p·NR + j]
+  for (int64_t j = 0; j < nc; ++j) {
+    const float* src = B + (n0 + j) * ldb + k0;
+    for (int64_t k = 0; k < k32; k += 32) {
+      _mm512_store_si512(words, bf16x32(src + k));
+      for (int64_t t = 0; t < 16; ++t) Bw[(k / 2 + t) * NR + j] = words[t];
+    }
+    for (int64_t k = k32; k < kc; ++k) Bp[(k / 2) * NR * 2 + 2 * j + (k & 1)] = to_bf16(src[k]);
+  }
+}
+
+// pack_a, 32 k or 16 rows at a time.
+SINKLAB_TARGET_BF16 inline void pack_a_native(bool ta, const float* A, int64_t lda, int64_t i0, int64_t m, int64_t k0,
+                                              int64_t kc, uint32_t* Ap) {
+  const int64_t kp = (kc + 1) / 2;
+  if (!ta) {  // a row of op(A) is a row of A: its pairs are adjacent
+    const int64_t k32 = kc / 32 * 32;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* src = A + (i0 + i) * lda + k0;
+      uint32_t* dst = Ap + i * kp;
+      for (int64_t k = 0; k < k32; k += 32) _mm512_storeu_si512(dst + k / 2, bf16x32(src + k));
+      for (int64_t k = k32; k < kc; k += 2) {
+        const uint32_t lo = to_bf16(src[k]), hi = k + 1 < kc ? to_bf16(src[k + 1]) : 0u;
+        dst[k / 2] = lo | (hi << 16);
+      }
+    }
+    return;
+  }
+  // op(A)[i, k] = A[k·lda + i]: two rows of A give the pairs of 16 rows of op(A).
+  const int64_t m16 = m / 16 * 16;
+  alignas(64) uint32_t words[16];
+  for (int64_t p = 0; p < kc / 2; ++p) {
+    const float* r0 = A + (k0 + 2 * p) * lda + i0;
+    for (int64_t i = 0; i < m16; i += 16) {
+      _mm512_store_si512(words, bf16_pairs16(r0 + i, r0 + lda + i));
+      for (int64_t t = 0; t < 16; ++t) Ap[(i + t) * kp + p] = words[t];
+    }
+  }
+  for (int64_t i = 0; i < m; ++i)  // the rows past m16, and an odd last k
+    for (int64_t p = (i < m16 ? kc / 2 : 0); p < kp; ++p) {
+      const int64_t k = k0 + 2 * p;
+      const uint32_t lo = to_bf16(A[k * lda + i0 + i]);
+      const uint32_t hi = 2 * p + 1 < kc ? to_bf16(A[(k + 1) * lda + i0 + i]) : 0u;
+      Ap[i * kp + p] = lo | (hi << 16);
+    }
+}
+
 // Rows [0, R) of C against one panel: acc = Σ_p A-pair · B-pair, then C = alpha·acc + beta·C on
 // the first ncols columns (beta == 0: C is not read); `first` says whether this is the first
 // K slice (later slices add to C).
@@ -152,7 +237,8 @@ inline void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
   parallel_for(0, slices * panels, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t s = j / panels, p = j % panels, kc = slice_k(s), kp = (kc + 1) / 2;
-      pack_b(tb, B, ldb, s * KC, kc, p * NR, std::min(NR, N - p * NR), packed.get() + s * slice_stride + p * kp * NR * 2);
+      pack_b_native(tb, B, ldb, s * KC, kc, p * NR, std::min(NR, N - p * NR),
+                    packed.get() + s * slice_stride + p * kp * NR * 2);
     }
   });
   const int threads = in_parallel_region() ? 1 : num_threads();
@@ -164,7 +250,7 @@ inline void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
       const int64_t i0 = b * rows, m = std::min(rows, M - i0);
       for (int64_t s = 0; s < slices; ++s) {
         const int64_t kc = slice_k(s), kp = (kc + 1) / 2;
-        pack_a(ta, A, lda, i0, m, s * KC, kc, Ap.get());
+        pack_a_native(ta, A, lda, i0, m, s * KC, kc, Ap.get());
         block(m, N, kp, Ap.get(), packed.get() + s * slice_stride, alpha, s == 0 ? beta : 1.0f, C + i0 * ldc, ldc);
       }
       if (ep) ep(i0, i0 + m);
