@@ -5,12 +5,17 @@
 // backward g·Wᵀ and xᵀ·g of every projection), each labelled with its layer and transposes.
 //
 //   gemm [--threads 2] [--trials 7] [--min-time 0.2] [--sizes 128,256,512,1024,2048]
-//        [--model small|large] [--cold] [--dtype fp32|bf16|s8]
+//        [--model small|large] [--cold] [--dtype fp32|bf16|s8] [--torch | --no-torch] [--torch-script PATH]
 //
 // --dtype bf16 times kernels::cpu::gemm_bf16 (bf16 operands, fp32 accumulation) on sinklab's side;
 // --dtype s8 times kernels::cpu::gemm_u8s8 (W8A8 inference: A quantized to uint8 and B to int8
 // before the timed calls, B packed once as a model's weight is; only the forward products x·W).
 // %peak stays relative to the fp32 FMA peak, and the max rel diff column is then the format's error.
+//
+// With --dtype fp32 or bf16, PyTorch's torch.matmul on the same products and threads follows in a
+// second table (bench/gemm_torch.py, run by /usr/bin/python3; skipped when torch does not import,
+// unless --torch): its bf16 operands are bf16 tensors already, so that column leaves out the
+// conversion sinklab's gemm_bf16 makes inside every call.
 //
 // --cold evicts the operands from every cache level before each call (timed one call at a time),
 // as inside a training step, where a product's inputs were written many megabytes earlier.
@@ -20,6 +25,8 @@
 // bench::openblas_coretype() picks for this CPU.
 #include <cblas.h>
 #include <unistd.h>
+
+#include <map>
 
 #include <algorithm>
 #include <cmath>
@@ -39,6 +46,10 @@
 #include "sinklab/kernels/cpu/gemm_bf16.hpp"
 #include "sinklab/kernels/cpu/gemm_s8.hpp"
 
+#ifndef SINKLAB_BENCH_SOURCE_DIR
+#define SINKLAB_BENCH_SOURCE_DIR "bench"
+#endif
+
 using namespace sinklab;
 
 namespace {
@@ -51,6 +62,8 @@ struct Args {
   std::string model;  // "small" or "large": the decoder's shapes instead of squares
   bool cold = false;  // evict the operands from cache before each (individually timed) call
   std::string dtype = "fp32";  // sinklab's side: gemm, gemm_bf16 (bf16 operands) or gemm_u8s8 (W8A8)
+  bool torch = true, torch_forced = false;  // the torch.matmul table (fp32 and bf16)
+  std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/gemm_torch.py";
 };
 
 // One product C[M, N] = op(A)·op(B) with inner dimension K.
@@ -94,6 +107,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--min-time" && has_value) a.min_time = sinklab::bench::positive_number("--min-time", argv[++i]);
     else if (k == "--model" && has_value) a.model = argv[++i];
     else if (k == "--cold") a.cold = true;
+    else if (k == "--torch") a.torch = a.torch_forced = true;
+    else if (k == "--no-torch") a.torch = false;
+    else if (k == "--torch-script" && has_value) a.torch_script = argv[++i];
     else if (k == "--dtype" && has_value) {
       const std::string d = argv[++i];
       if (d != "fp32" && d != "bf16" && d != "s8") {
@@ -112,7 +128,12 @@ Args parse(int argc, char** argv) {
         p = q + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large] [--cold] [--dtype fp32|bf16|s8]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--threads N] [--trials N] [--min-time S] [--sizes a,b,c] [--model small|large] [--cold]\n"
+                   "          [--dtype fp32|bf16|s8] [--torch | --no-torch] [--torch-script PATH]\n"
+                   "defaults: --threads 2 --trials 7 --min-time 0.2 --sizes 128,256,512,1024,2048 --dtype fp32, torch when "
+                   "it imports\n",
+                   argv[0]);
       std::exit(2);
     }
   }
@@ -151,6 +172,49 @@ double cold_calls_per_second(F&& f, int calls) {
   }
   std::sort(seconds.begin(), seconds.end());
   return 1.0 / seconds[seconds.size() / 2];
+}
+
+// torch.matmul on the same products (bench/gemm_torch.py), beside sinklab's best rates.
+void torch_table(const Args& args, const std::vector<std::pair<Case, double>>& sl_rates) {
+  if (!args.torch_forced && std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    std::printf("\n/usr/bin/python3 cannot import torch: no torch.matmul table (--torch insists)\n");
+    return;
+  }
+  std::string cases;
+  for (const auto& [c, rate] : sl_rates)
+    cases += std::to_string(c.M) + "," + std::to_string(c.N) + "," + std::to_string(c.K) + "," + (c.ta ? "1" : "0") +
+             "," + (c.tb ? "1" : "0") + ";";
+  settle();
+  const std::string cmd = "/usr/bin/python3 " + bench::shell_quoted(args.torch_script) + " --threads " +
+                          std::to_string(args.threads) + " --trials " + std::to_string(args.trials) + " --min-time " +
+                          std::to_string(args.min_time) + " --dtype " + args.dtype + " --cases " +
+                          bench::shell_quoted(cases);
+  std::printf("\n%s\n", cmd.c_str());
+  std::fflush(stdout);
+  FILE* p = popen(cmd.c_str(), "r");
+  SINKLAB_CHECK(p, "gemm: could not start ", cmd);
+  std::map<int, double> torch_rate;
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) {
+    int i = 0;
+    double r = 0;
+    if (std::sscanf(line, "case %d %lf", &i, &r) == 2) torch_rate[i] = r;
+    else std::printf("%s", line);
+  }
+  const int rc = pclose(p);
+  SINKLAB_CHECK(rc == 0 && torch_rate.size() == sl_rates.size(), "gemm: ", args.torch_script, " failed (status ", rc,
+                ", ", torch_rate.size(), " of ", sl_rates.size(), " cases timed)");
+  std::printf("%-28s | %13s | %13s | %9s\n", args.model.empty() ? "N" : "M x N x K", "sinklab best", "torch best",
+              "sl/torch");
+  for (std::size_t i = 0; i < sl_rates.size(); ++i) {
+    const Case& c = sl_rates[i].first;
+    const std::string label = args.model.empty() ? c.label
+                                                 : c.label + " " + std::to_string(c.M) + "x" + std::to_string(c.N) +
+                                                       "x" + std::to_string(c.K);
+    const double t = torch_rate[static_cast<int>(i)];
+    std::printf("%-28s | %13.1f | %13.1f | %8.1f%%\n", label.c_str(), sl_rates[i].second, t,
+                100 * sl_rates[i].second / t);
+  }
 }
 
 }  // namespace
@@ -203,6 +267,7 @@ static int bench_main(int argc, char** argv) {
   Rng rng(42);
   const std::vector<Case> cases = args.model.empty() ? square_cases(args.sizes) : model_cases(args.model);
   double sl_seconds = 0, ob_seconds = 0;  // one call of every case, at the best rates
+  std::vector<std::pair<Case, double>> sl_rates;  // sinklab's best GFLOP/s per case, for the torch table
   for (const Case& c : cases) {
     if (s8 && (c.ta || c.tb)) continue;  // inference multiplies x·W only
     // Stored shapes: A is M×K (K×M when transposed), B is K×N (N×K when transposed).
@@ -261,6 +326,7 @@ static int bench_main(int argc, char** argv) {
           flops * 1e-9);
     }
     const double sl_best = bench::best_of(sl), ob_best = bench::best_of(ob);
+    sl_rates.push_back({c, sl_best});
     sl_seconds += flops * 1e-9 / sl_best;
     ob_seconds += flops * 1e-9 / ob_best;
     const std::string label =
@@ -275,6 +341,7 @@ static int bench_main(int argc, char** argv) {
     std::printf("\none call of every product: sinklab %.3f ms, OpenBLAS %.3f ms (sl/OB %.1f%%)\n", 1e3 * sl_seconds,
                 1e3 * ob_seconds, 100 * ob_seconds / sl_seconds);
   std::printf("\nsl/OB: best sinklab over best OpenBLAS. %%peak: best over the FMA peak.\n");
+  if (args.torch && !s8 && !args.cold) torch_table(args, sl_rates);
   std::printf("load average at end: %s\n", bench::load_average().c_str());
   return 0;
 }
