@@ -431,7 +431,8 @@ class ModelQuantizer {
     const double* sm = s.stats.smoothing.empty() ? nullptr : s.stats.smoothing.data();
     const T* xd = xc.data();
     parallel_for(0, M, 16, [&](int64_t r0, int64_t r1) {
-      std::vector<T> smoothed(sm ? static_cast<std::size_t>(K) : 0);
+      thread_local std::vector<T> smoothed;  // one row of x / s, reused across calls on each thread
+      if (sm) smoothed.resize(static_cast<std::size_t>(K));
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = xd + r * K;
         if (sm) {
