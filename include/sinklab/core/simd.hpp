@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 
+#include "sinklab/core/config.hpp"
+
 namespace sinklab::simd {
 
 template <class T>
@@ -30,12 +32,12 @@ inline V positive_mask(const V& x) {
 }
 
 template <class V>
-inline V vmax(const V& a, const V& b) {
+SINKLAB_HD inline V vmax(const V& a, const V& b) {
   if constexpr (is_batch<V>::value) return xsimd::max(a, b);
   else return std::max(a, b);
 }
 template <class V>
-inline V vmin(const V& a, const V& b) {
+SINKLAB_HD inline V vmin(const V& a, const V& b) {
   if constexpr (is_batch<V>::value) return xsimd::min(a, b);
   else return std::min(a, b);
 }

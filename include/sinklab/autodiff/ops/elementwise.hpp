@@ -80,7 +80,7 @@ Var<T, D> div(Var<T, D> a, Var<T, D> b) {
     if (a.requires_grad()) t.accumulate(a, backend<D>::sum_to(gb, a.shape()));
     if (b.requires_grad()) {
       // d(a/b)/db = −(a/b)/b, so gb_b = −(g/b)·y
-      Tensor<T, D> gy = backend<D>::broadcast_binary(gb, y, [](auto p, auto q) { return -(p * q); }, "div");
+      Tensor<T, D> gy = backend<D>::broadcast_binary(gb, y, elem::NegMul{}, "div");
       t.accumulate(b, backend<D>::sum_to(gy, bv.shape()));
     }
   });
@@ -91,8 +91,7 @@ template <class T, class D>
 Var<T, D> affine(Var<T, D> x, T a, T c) {
   const Tensor<T, D>& xv = x.value();
   Tensor<T, D> y = Tensor<T, D>::empty(xv.shape());
-  backend<D>::binary_scalar(xv.data(), a, y.data(), xv.numel(),
-                              [c](auto v, auto s) { return v * s + decltype(v)(c); });
+  backend<D>::binary_scalar(xv.data(), a, y.data(), xv.numel(), elem::MulAdd<T>{c});
   return x.tape->record(y, {x}, [x, a](Tape<T, D>& t, const Tensor<T, D>& g) {
     Tensor<T, D> gx = Tensor<T, D>::empty(g.shape());
     backend<D>::binary_scalar(g.data(), a, gx.data(), g.numel(), elem::Mul{});

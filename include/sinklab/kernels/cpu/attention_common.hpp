@@ -137,7 +137,8 @@ HeadRows<T> head_rows_mut(Tensor<T, Dev>& t) {
 }
 // A caller's output view [B, heads, L, d]: the expected shape, unit stride along d, rows and
 // heads that do not overlap (tasks write them in parallel), and not in the inputs' storage.
-template <class T, HostDevice Dev>
+// Shape-only checks (this one and the next two) serve every device's kernels.
+template <class T, class Dev>
 void check_output_view(const char* kernel, const char* what, const Tensor<T, Dev>& t, const Shape& want,
                        std::initializer_list<const Tensor<T, Dev>*> inputs) {
   SINKLAB_CHECK(t.shape() == want, kernel, ": ", what, " of shape ", t.shape(), ", expected ", want);
@@ -186,7 +187,7 @@ void zero_rows(Tensor<T, Dev>& t) {
 
 inline const char* shape_str_hint() { return "q [B, H, T, d], k and v [B, H_kv, S, d]"; }
 
-template <class T, HostDevice Dev>
+template <class T, class Dev>
 AttentionDims check_shapes(const char* kernel, const Tensor<T, Dev>& q, const Tensor<T, Dev>& k, const Tensor<T, Dev>& v,
                            const AttentionOptions& opt) {
   SINKLAB_CHECK(q.defined() && k.defined() && v.defined(), kernel, ": q, k and v must all be defined tensors");
@@ -214,7 +215,20 @@ AttentionDims check_shapes(const char* kernel, const Tensor<T, Dev>& q, const Te
   return dm;
 }
 
-template <class T, class Score, HostDevice Dev>
+// The backward's dO and the forward's saved output (and, for the softmax family, lse) against q.
+template <class T, class Dev>
+void check_saved(const char* kernel, const Tensor<T, Dev>& q, const Tensor<T, Dev>& dout,
+                 const AttentionForward<T, Dev>& fwd, const AttentionDims& dm, bool normalised) {
+  SINKLAB_CHECK(dout.shape() == q.shape(), kernel, ": dout ", dout.shape(), " must have the shape of q ", q.shape());
+  SINKLAB_CHECK(fwd.out.defined() && fwd.out.shape() == q.shape(), kernel, ": saved output ",
+                fwd.out.defined() ? fwd.out.shape() : Shape{}, " must have the shape of q ", q.shape());
+  if (normalised)
+    SINKLAB_CHECK(fwd.lse.defined() && fwd.lse.shape() == (Shape{dm.B, dm.H, dm.T}), kernel, ": saved lse ",
+                  fwd.lse.defined() ? fwd.lse.shape() : Shape{}, " must be [B, H, T] = ", Shape{dm.B, dm.H, dm.T},
+                  " (pass the AttentionForward of the same call)");
+}
+
+template <class T, class Score, class Dev>
 void check_score_params(const char* kernel, const Score& score, const score::params_t<Score, T, Dev>& params,
                         const AttentionDims& dm) {
   score.validate(kernel);

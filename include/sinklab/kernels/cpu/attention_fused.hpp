@@ -360,14 +360,7 @@ AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const
   detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
   constexpr bool normalised = Score::family == score::Family::Normalised;
   [[maybe_unused]] constexpr T ninf = -std::numeric_limits<T>::infinity();
-  SINKLAB_CHECK(dout_.shape() == q_.shape(), kernel, ": dout ", dout_.shape(), " must have the shape of q ",
-                q_.shape());
-  SINKLAB_CHECK(fwd.out.defined() && fwd.out.shape() == q_.shape(), kernel, ": saved output ",
-                fwd.out.defined() ? fwd.out.shape() : Shape{}, " must have the shape of q ", q_.shape());
-  if constexpr (normalised)
-    SINKLAB_CHECK(fwd.lse.defined() && fwd.lse.shape() == (Shape{dm.B, dm.H, dm.T}), kernel, ": saved lse ",
-                  fwd.lse.defined() ? fwd.lse.shape() : Shape{}, " must be [B, H, T] = ", Shape{dm.B, dm.H, dm.T},
-                  " (pass the AttentionForward of the same call)");
+  detail::check_saved(kernel, q_, dout_, fwd, dm, normalised);
   const Tensor<T, Dev> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
   const Tensor<T, Dev> dout = detail::unit_rows(dout_), out = detail::unit_rows(fwd.out);
   Tensor<T, Dev> lse_all;

@@ -110,7 +110,7 @@ ValueTransformGrads<T, Value, Dev> value_transform_backward(const Value& value, 
 // ---------------------------------------------------------------- gates
 
 namespace detail {
-template <class Gate, class T, HostDevice Dev>
+template <class Gate, class T, class Dev>  // shapes only: every device's gate kernels
 int64_t check_gate(const char* fn, const Tensor<T, Dev>& x, const Tensor<T, Dev>& logit) {
   static_assert(gate::is_policy_v<Gate>,
                 "gate_forward/gate_backward: the first argument must be a sinklab::gate policy");

@@ -22,7 +22,7 @@ namespace sinklab::kernels::cuda {
 // Shared memory the row kernels need for a block of `threads`.
 template <class T>
 SINKLAB_HD std::size_t rms_shared_bytes(int64_t threads) {
-  return static_cast<std::size_t>(threads / simt::kWarp) * sizeof(T);
+  return simt::block_sum_shared_bytes<T>(threads);
 }
 
 // x, y [rows, n]; pre (may be null) and gain [n]; rstd [rows].
@@ -48,8 +48,8 @@ SINKLAB_HD void rms_forward(Ctx& ctx, const T* x, const T* pre, const T* gain, T
   }
 }
 
-// gx [rows, n] = the input gradient (plus gx_prior when given; gx may equal gx_prior); row_k
-// [rows] (may be null) receives each row's k for rms_backward_params.
+// gx [rows, n] = the input gradient (plus gx_prior when given; gx may equal gx_prior; null: only
+// row_k); row_k [rows] (may be null) receives each row's k for rms_backward_params.
 template <class Ctx, class T>
 SINKLAB_HD void rms_backward_input(Ctx& ctx, const T* x, const T* pre, const T* gain, const T* rstd, const T* gy,
                                    T* gx, const T* gx_prior, T* row_k, int64_t rows, int64_t n) {
@@ -63,7 +63,7 @@ SINKLAB_HD void rms_backward_input(Ctx& ctx, const T* x, const T* pre, const T* 
     s = simt::block_sum(ctx, s, scratch);
     const T k = rs * rs * rs * s / static_cast<T>(n);
     if (row_k && ctx.thread() == 0) row_k[r] = k;
-    for (int64_t i = ctx.thread(); i < n; i += ctx.threads()) {
+    for (int64_t i = ctx.thread(); gx && i < n; i += ctx.threads()) {
       const T z = pre ? xr[i] * pre[i] : xr[i];
       const T gz = rs * gr[i] * gain[i] - z * k;
       const T out = pre ? gz * pre[i] : gz;
