@@ -136,6 +136,7 @@ struct kernels::backend<test_device> : kernels::backend<sinklab::cpu> {
   COUNTED(gate_backward)
   COUNTED(row_norms)
   COUNTED(gate_values)
+  COUNTED(adamw_step)
 };
 #undef COUNTED
 #undef COUNTED_OF

@@ -1,9 +1,7 @@
-// AdamW with decoupled weight decay and PyTorch's update rule (torch.optim.AdamW, amsgrad off):
-//   p ← p − lr·wd·p
-//   m ← β1·m + (1−β1)·g            v ← β2·v + (1−β2)·g²
-//   p ← p − (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + eps)
-// lr is the group's lr times a global scale set by a schedule. State (m, v, step) is kept per
-// parameter and looked up by parameter name, so checkpoints can save and restore it.
+// AdamW with decoupled weight decay and PyTorch's update rule (torch.optim.AdamW, amsgrad off;
+// the update is policy/adamw.hpp's, on whichever device the parameters live). lr is the group's
+// lr times a global scale set by a schedule. State (m, v, step) is kept per parameter and looked
+// up by parameter name, so checkpoints can save and restore it.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -13,14 +11,13 @@
 #include <utility>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/kernels/cpu/backend.hpp"
 #include "sinklab/optim/param_group.hpp"
+#include "sinklab/policy/adamw.hpp"
 
 namespace sinklab::optim {
 
@@ -32,10 +29,10 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
 };
 
-template <class T>
+template <class T, class Device = cpu>
 struct AdamWState {
-  Tensor<T> m;  // first moment (exp_avg)
-  Tensor<T> v;  // second moment (exp_avg_sq)
+  Tensor<T, Device> m;  // first moment (exp_avg)
+  Tensor<T, Device> v;  // second moment (exp_avg_sq)
   int64_t step = 0;  // updates applied to this parameter; drives the bias correction
 
   // The state's tensors by name (checkpoints go through this; PyTorch's names).
@@ -48,49 +45,6 @@ struct AdamWState {
 
 namespace detail {
 
-template <class T>
-struct AdamWCoefs {
-  T decay;  // 1 − lr·wd
-  T beta1, one_minus_beta1, beta2, one_minus_beta2;
-  T step_size;  // lr / (1 − β1ᵗ)
-  T inv_bc2_sqrt;  // 1 / √(1 − β2ᵗ)
-  T eps;
-};
-
-// One element or one SIMD batch; V is T or xsimd::batch<T>.
-template <class V, class T>
-inline void adamw_update(V& p, const V& g, V& m, V& v, const AdamWCoefs<T>& c) {
-  using std::sqrt;
-  p = p * V(c.decay);
-  m = V(c.beta1) * m + V(c.one_minus_beta1) * g;
-  v = V(c.beta2) * v + V(c.one_minus_beta2) * (g * g);
-  const V denom = sqrt(v) * V(c.inv_bc2_sqrt) + V(c.eps);
-  p = p - V(c.step_size) * m / denom;
-}
-
-// GCC 12 flags _mm512_undefined_ps() inside its own AVX-512 sqrt intrinsic as maybe-uninitialized.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-template <class T>
-void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, const AdamWCoefs<T>& c) {
-  using B = xsimd::batch<T>;
-  constexpr int64_t W = static_cast<int64_t>(B::size);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    B pb = B::load_unaligned(p + i), mb = B::load_unaligned(m + i), vb = B::load_unaligned(v + i);
-    adamw_update(pb, B::load_unaligned(g + i), mb, vb, c);
-    pb.store_unaligned(p + i);
-    mb.store_unaligned(m + i);
-    vb.store_unaligned(v + i);
-  }
-  for (; i < n; ++i) adamw_update(p[i], g[i], m[i], v[i], c);
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 inline void check_adamw_options(const AdamWOptions& o, std::size_t group) {
   SINKLAB_CHECK(std::isfinite(o.lr) && o.lr >= 0, "AdamW: group ", group, " has lr ", o.lr, ", expected >= 0");
   SINKLAB_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "AdamW: group ", group, " has betas (",
@@ -102,30 +56,34 @@ inline void check_adamw_options(const AdamWOptions& o, std::size_t group) {
 
 }  // namespace detail
 
-template <class T>
-class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T>> {
-  using Base = OptimizerBase<T, AdamWOptions, AdamWState<T>>;
+// The parameters' device (a template argument, cpu by default) runs the update: its backend's
+// adamw_step (kernels/cpu/adamw.hpp; the CUDA backend's on a GPU), the math policy::adamw_update.
+template <class T, class Device = cpu>
+class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T, Device>, Device> {
+  using Base = OptimizerBase<T, AdamWOptions, AdamWState<T, Device>, Device>;
 
  public:
   using Options = AdamWOptions;
-  using Group = ParamGroup<T, AdamWOptions>;
-  using State = AdamWState<T>;
+  using Group = ParamGroup<T, AdamWOptions, Device>;
+  using State = AdamWState<T, Device>;
 
   explicit AdamW(std::vector<Group> groups) : Base("AdamW") {
     for (auto& g : groups) add_param_group(std::move(g));
   }
-  explicit AdamW(std::vector<autodiff::Parameter<T>*> params, Options opts = {})
+  explicit AdamW(std::vector<autodiff::Parameter<T, Device>*> params, Options opts = {})
       : AdamW(std::vector<Group>{Group{std::move(params), opts}}) {}
   // Lets AdamW<T>({&a, &b}) pick the single-group form (a two-pointer list would otherwise
   // also match vector<Group>'s iterator-pair constructor).
-  explicit AdamW(std::initializer_list<autodiff::Parameter<T>*> params, Options opts = {})
-      : AdamW(std::vector<autodiff::Parameter<T>*>(params), opts) {}
+  explicit AdamW(std::initializer_list<autodiff::Parameter<T, Device>*> params, Options opts = {})
+      : AdamW(std::vector<autodiff::Parameter<T, Device>*>(params), opts) {}
 
   // State tensors are created (zero, step 0) when a group is added, so a checkpoint can be
   // restored into them before the first step.
   void add_param_group(Group g) {
     detail::check_adamw_options(g.opts, this->groups_.size());
-    this->append_group(std::move(g), [](const autodiff::Parameter<T>& p) { return State{Tensor<T>::zeros(p.shape()), Tensor<T>::zeros(p.shape()), 0}; });
+    this->append_group(std::move(g), [](const autodiff::Parameter<T, Device>& p) {
+      return State{Tensor<T, Device>::zeros(p.shape()), Tensor<T, Device>::zeros(p.shape()), 0};
+    });
   }
 
   void step() {
@@ -147,7 +105,7 @@ class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T>> {
         const double t = static_cast<double>(st.step);
         const double bc1 = 1.0 - std::pow(g.opts.beta1, t);
         const double bc2 = 1.0 - std::pow(g.opts.beta2, t);
-        const detail::AdamWCoefs<T> c{static_cast<T>(1.0 - lr * g.opts.weight_decay),
+        const policy::AdamWCoefs<T> c{static_cast<T>(1.0 - lr * g.opts.weight_decay),
                                       static_cast<T>(g.opts.beta1),
                                       static_cast<T>(1.0 - g.opts.beta1),
                                       static_cast<T>(g.opts.beta2),
@@ -155,20 +113,11 @@ class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T>> {
                                       static_cast<T>(lr / bc1),
                                       static_cast<T>(1.0 / std::sqrt(bc2)),
                                       static_cast<T>(g.opts.eps)};
-        T* pv = p->value.data();
-        const T* gv = p->grad.data();
-        T* mv = st.m.data();
-        T* vv = st.v.data();
-        parallel_for(0, p->numel(), kGrain, [&](int64_t lo, int64_t hi) {
-          detail::adamw_kernel(pv + lo, gv + lo, mv + lo, vv + lo, hi - lo, c);
-        });
+        kernels::backend<Device>::adamw_step(p->value.data(), p->grad.data(), st.m.data(), st.v.data(), p->numel(), c);
       }
     }
     ++this->step_count_;
   }
-
- private:
-  static constexpr int64_t kGrain = int64_t{1} << 15;
 };
 
 // Compiled once in sinklab::precompiled (core/extern_template.hpp).

@@ -13,9 +13,9 @@
 
 namespace sinklab::optim {
 
-template <class T, class Options>
+template <class T, class Options, class Device = cpu>
 struct ParamGroup {
-  std::vector<autodiff::Parameter<T>*> params;
+  std::vector<autodiff::Parameter<T, Device>*> params;
   Options opts{};
 };
 
@@ -23,12 +23,12 @@ namespace detail {
 
 // Optimiser state is keyed by parameter name (so checkpoints can find it), hence names must
 // be non-empty and unique across all groups, and every pointer must be set.
-template <class T, class Options>
-void check_groups(const char* who, const std::vector<ParamGroup<T, Options>>& groups) {
+template <class T, class Options, class Device>
+void check_groups(const char* who, const std::vector<ParamGroup<T, Options, Device>>& groups) {
   std::set<std::string> seen;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     for (std::size_t i = 0; i < groups[g].params.size(); ++i) {
-      const autodiff::Parameter<T>* p = groups[g].params[i];
+      const autodiff::Parameter<T, Device>* p = groups[g].params[i];
       SINKLAB_CHECK(p != nullptr, who, ": parameter ", i, " of group ", g, " is a null pointer");
       SINKLAB_CHECK(!p->name.empty(), who, ": parameter ", i, " of group ", g, " has an empty name");
       SINKLAB_CHECK(seen.insert(p->name).second, who, ": parameter name '", p->name,
@@ -38,8 +38,8 @@ void check_groups(const char* who, const std::vector<ParamGroup<T, Options>>& gr
 }
 
 // The update loops run over raw contiguous buffers of matching size.
-template <class T>
-void check_trainable(const char* who, const autodiff::Parameter<T>& p) {
+template <class T, class Device>
+void check_trainable(const char* who, const autodiff::Parameter<T, Device>& p) {
   SINKLAB_CHECK(p.value.defined() && p.grad.defined(), who, ": parameter '", p.name,
                 "' has no value or gradient tensor");
   SINKLAB_CHECK(p.grad.shape() == p.value.shape(), who, ": parameter '", p.name, "' has value shape ",
@@ -52,10 +52,10 @@ void check_trainable(const char* who, const autodiff::Parameter<T>& p) {
 // The bookkeeping every optimiser shares: parameter groups, one state per parameter (kept in
 // group order and found by parameter name, so checkpoints can save and restore it), a
 // learning-rate multiplier for schedules and the step count.
-template <class T, class Options, class State>
+template <class T, class Options, class State, class Device = cpu>
 class OptimizerBase {
  public:
-  using Group = ParamGroup<T, Options>;
+  using Group = ParamGroup<T, Options, Device>;
 
   // Frozen parameters may have no gradient tensor; they are skipped.
   void zero_grad() {

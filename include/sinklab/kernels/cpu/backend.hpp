@@ -13,6 +13,7 @@
 
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cpu/act_mul.hpp"
+#include "sinklab/kernels/cpu/adamw.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
@@ -108,6 +109,8 @@ struct backend<sinklab::cpu> {
   SINKLAB_CPU_KERNEL(gate_backward)
   SINKLAB_CPU_KERNEL(row_norms)
   SINKLAB_CPU_KERNEL(gate_values)
+  // optimizer steps (kernels/cpu/adamw.hpp)
+  SINKLAB_CPU_KERNEL(adamw_step)
 
   // What a kernel returns where it returns more than a tensor.
   template <class T, class Device = sinklab::cpu>
