@@ -160,6 +160,13 @@ Results<T> every_attention() {
   core("clipped softmax", score::ClippedSoftmax{}, mask::Causal{});
   core("sigmoid", score::Sigmoid{}, mask::Causal{});
   core("relu / n", score::ReLU{}, mask::Causal{});
+  {  // a head size whose tiles need a smaller block than the default on some devices
+    const int64_t big = std::is_same_v<T, double> ? 96 : 128;
+    record<T, Dev>(r, "softmax, large head size", {{1, 2, 45, big}, {1, 1, 45, big}, {1, 1, 45, big}}, [](auto& v) {
+      AttentionCall<score::Softmax, gate::None, value::Identity, mask::Causal, T, Dev> c;
+      return attention(c, v[0], v[1], v[2], Var<T, Dev>{});
+    });
+  }
 
   // The G1 gate on the output and V-scale on the values around the fused core.
   record<T, Dev>(r, "G1 gate, V-scale", {q, kv, kv, q, {2}}, [](auto& v) {

@@ -82,10 +82,11 @@ void attention_forward(const Score& score, const typename Score::template Args<T
                        const T* v, T* out, T* lse, kernels::cuda::AttentionShape sh, const AttentionLaunch& cfg = {}) {
   sh.block_k = cfg.block_k;
   const std::size_t shared = kernels::cuda::attention_forward_shared_bytes<T>(cfg.threads, sh.block_k, sh.d);
+  const int64_t blocks = kernels::cuda::attention_forward_blocks(sh, cfg.threads);
+  if (blocks == 0) return;  // no query rows
   auto kernel = detail::attention_forward_kernel<Score, Mask, T>;
   detail::allow_shared(kernel, shared, cfg, "attention_forward");
-  kernel<<<detail::grid(kernels::cuda::attention_forward_blocks(sh, cfg.threads)), cfg.threads, shared, cfg.stream>>>(
-      score, args, q, k, v, out, lse, sh);
+  kernel<<<detail::grid(blocks), cfg.threads, shared, cfg.stream>>>(score, args, q, k, v, out, lse, sh);
   detail::launched("attention_forward_kernel");
 }
 
@@ -100,20 +101,28 @@ void attention_backward(const Score& score, const typename Score::template Args<
   const std::size_t shared = kernels::cuda::attention_backward_shared_bytes<T>(cfg.threads, sh.block_k, sh.d);
   const unsigned query_blocks = detail::grid(kernels::cuda::attention_forward_blocks(sh, cfg.threads));
   const unsigned key_blocks = detail::grid(sh.B * sh.Hkv * ((sh.S + cfg.threads - 1) / cfg.threads));
+  // A launch of no blocks is an error: with no query rows (T = 0) only the key side runs (dk and
+  // dv come out zero), with no keys (S = 0) only the query side.
   if constexpr (Score::family == score::Family::Normalised) {
-    auto rows = detail::attention_backward_rows_kernel<Score, Mask, T>;
-    detail::allow_shared(rows, shared, cfg, "attention_backward_rows");
-    rows<<<query_blocks, cfg.threads, shared, cfg.stream>>>(score, args, q, k, v, out, lse, dout, D, row_grad, sh);
-    detail::launched("attention_backward_rows_kernel");
+    if (query_blocks > 0) {
+      auto rows = detail::attention_backward_rows_kernel<Score, Mask, T>;
+      detail::allow_shared(rows, shared, cfg, "attention_backward_rows");
+      rows<<<query_blocks, cfg.threads, shared, cfg.stream>>>(score, args, q, k, v, out, lse, dout, D, row_grad, sh);
+      detail::launched("attention_backward_rows_kernel");
+    }
   }
-  auto kv = detail::attention_backward_kv_kernel<Score, Mask, T>;
-  detail::allow_shared(kv, shared, cfg, "attention_backward_kv");
-  kv<<<key_blocks, cfg.threads, shared, cfg.stream>>>(score, q, k, v, lse, D, dout, dk, dv, sh);
-  detail::launched("attention_backward_kv_kernel");
-  auto qk = detail::attention_backward_q_kernel<Score, Mask, T>;
-  detail::allow_shared(qk, shared, cfg, "attention_backward_q");
-  qk<<<query_blocks, cfg.threads, shared, cfg.stream>>>(score, q, k, v, lse, D, dout, dq, sh);
-  detail::launched("attention_backward_q_kernel");
+  if (key_blocks > 0) {
+    auto kv = detail::attention_backward_kv_kernel<Score, Mask, T>;
+    detail::allow_shared(kv, shared, cfg, "attention_backward_kv");
+    kv<<<key_blocks, cfg.threads, shared, cfg.stream>>>(score, q, k, v, lse, D, dout, dk, dv, sh);
+    detail::launched("attention_backward_kv_kernel");
+  }
+  if (query_blocks > 0) {
+    auto qk = detail::attention_backward_q_kernel<Score, Mask, T>;
+    detail::allow_shared(qk, shared, cfg, "attention_backward_q");
+    qk<<<query_blocks, cfg.threads, shared, cfg.stream>>>(score, q, k, v, lse, D, dout, dq, sh);
+    detail::launched("attention_backward_q_kernel");
+  }
   if constexpr (Score::has_sink) {
     SINKLAB_CHECK(row_grad && dparam, "attention_backward: ", Score::name, " needs row_grad and dparam");
     detail::attention_backward_params_kernel<T><<<1, 32, 0, cfg.stream>>>(row_grad, dparam, sh);

@@ -11,6 +11,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "sinklab/core/tensor.hpp"
@@ -27,9 +28,27 @@ using DeviceTensor = Tensor<T, sinklab::cuda>;
 template <class T>
 using AttentionForward = kernels::cpu::AttentionForward<T, sinklab::cuda>;
 
-// The block shape of the fused kernels: 128 threads (a query or key row each) and 32-key tiles
-// were the fastest on an H100 for d_head 64 (docs/results/cuda-attention.md).
-inline constexpr AttentionLaunch kAttentionLaunch{128, 32, nullptr};
+// The block shape of the fused kernels for head size d: 128 threads (a query or key row each) and
+// 32-key tiles, the fastest on an H100 at d_head 64 (docs/results/cuda-attention.md), where the
+// device's shared memory holds both passes' tiles and rows; else fewer threads, then smaller tiles
+// (an A100 takes float d = 64 at 64 threads; d = 128 at 32).
+template <class T>
+AttentionLaunch attention_launch(int64_t d) {
+  int dev = 0, most = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+  auto bytes = [d](int threads, int64_t block_k) {
+    const std::size_t f = kernels::cuda::attention_forward_shared_bytes<T>(threads, block_k, d);
+    const std::size_t b = kernels::cuda::attention_backward_shared_bytes<T>(threads, block_k, d);
+    return f > b ? f : b;
+  };
+  for (int threads : {128, 64, 32})
+    for (int64_t block_k : {32, 16, 8})
+      if (bytes(threads, block_k) <= static_cast<std::size_t>(most)) return {threads, block_k, nullptr};
+  ::sinklab::detail::fail("attention (cuda): head size ", d, " needs ", bytes(32, 8),
+                          " bytes of shared memory even at 32 threads and 8-key tiles; the device allows ", most,
+                          " per block");
+}
 
 namespace detail {
 
@@ -124,7 +143,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   if constexpr (Score::family == score::Family::Normalised) res.lse = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
   attention_forward<Score, Mask, T>(score, score.args(params), q.data(), k.data(), v.data(), out.data(),
                                     res.lse.defined() ? res.lse.data() : nullptr, detail::attention_shape(dm, opt, kv),
-                                    kAttentionLaunch);
+                                    attention_launch<T>(dm.d));
   if (out_into.defined() && !dense_into) {
     DeviceTensor<T> view = out_into;
     view.copy_from(out);
@@ -145,6 +164,9 @@ kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
   const kernels::cpu::AttentionDims dm = kernels::cpu::detail::check_shapes(kernel, q_, k_, v_, opt);
   kernels::cpu::detail::check_score_params<T, Score, sinklab::cuda>(kernel, score, params, dm);
   constexpr bool normalised = Score::family == score::Family::Normalised;
+  static_assert(Score::has_sink || !score::HasRowParamGrad<Score, T>,
+                "attention_fused_backward (cuda): the CUDA kernels sum row parameter gradients for a sink "
+                "(has_sink) only; this score's would be lost");
   kernels::cpu::detail::check_saved(kernel, q_, dout_, fwd, dm, normalised);
   const DeviceTensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous(),
                         out = fwd.out.contiguous();
@@ -165,7 +187,7 @@ kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
                                      normalised ? fwd.lse.data() : nullptr, dout.data(), g.dq.data(), g.dk.data(),
                                      g.dv.data(), dparam, D.defined() ? D.data() : nullptr,
                                      row_grad.defined() ? row_grad.data() : nullptr,
-                                     detail::attention_shape(dm, opt, kv), kAttentionLaunch);
+                                     detail::attention_shape(dm, opt, kv), attention_launch<T>(dm.d));
   return g;
 }
 
@@ -205,7 +227,7 @@ DeviceTensor<T> value_transform_forward(const Value& value, const DeviceTensor<T
   } else {
     value.check_params(params, v_.size(1), (std::string(fn) + "(" + Value::name + ") for values " + v_.shape().str()).c_str());
     const DeviceTensor<T> v = v_.contiguous();
-    const int64_t Hkv = v.size(1), S = v.size(2), d = v.size(3), rows = v.numel() / d;
+    const int64_t Hkv = v.size(1), S = v.size(2), d = v.size(3), rows = v.numel() / std::max<int64_t>(d, 1);
     DeviceTensor<T> out = DeviceTensor<T>::empty(v.shape());
     detail::value_forward_kernel<Value, T><<<detail::blocks_for_rows(rows, kThreads), kThreads>>>(
         value, value.args(params), v.data(), out.data(), rows, S, Hkv, d);
@@ -228,7 +250,7 @@ kernels::cpu::ValueTransformGrads<T, Value, sinklab::cuda> value_transform_backw
   } else {
     value.check_params(params, v_.size(1), (std::string(fn) + "(" + Value::name + ") for values " + v_.shape().str()).c_str());
     const DeviceTensor<T> v = v_.contiguous(), dvhat = dvhat_.contiguous();
-    const int64_t B = v.size(0), Hkv = v.size(1), S = v.size(2), d = v.size(3), rows = v.numel() / d;
+    const int64_t B = v.size(0), Hkv = v.size(1), S = v.size(2), d = v.size(3), rows = v.numel() / std::max<int64_t>(d, 1);
     kernels::cpu::ValueTransformGrads<T, Value, sinklab::cuda> g;
     g.dv = DeviceTensor<T>::empty(v.shape());
     g.dparams = policy::zeros_like(params);
@@ -251,7 +273,7 @@ DeviceTensor<T> gate_forward(const Gate& gate, const DeviceTensor<T>& x_, const 
   kernels::cpu::detail::check_gate<Gate>("gate_forward (cuda)", x_, logit_);
   detail::refuse_edit(edit, "gate_forward (cuda)");
   const DeviceTensor<T> x = x_.contiguous(), logit = logit_.contiguous();
-  const int64_t d = x.size(3), rows = x.numel() / d;
+  const int64_t d = x.size(3), rows = x.numel() / std::max<int64_t>(d, 1);
   DeviceTensor<T> y = DeviceTensor<T>::empty(x.shape());
   detail::gate_forward_kernel<Gate, T><<<detail::blocks_for_rows(rows, kThreads), kThreads>>>(
       gate, x.data(), logit.data(), y.data(), rows, d);
@@ -268,7 +290,7 @@ kernels::cpu::GateGrads<T, sinklab::cuda> gate_backward(const Gate& gate, const 
                 " must have the shape of the gated tensor ", x_.shape());
   detail::refuse_edit(edit, "gate_backward (cuda)");
   const DeviceTensor<T> x = x_.contiguous(), logit = logit_.contiguous(), dy = dy_.contiguous();
-  const int64_t d = x.size(3), rows = x.numel() / d;
+  const int64_t d = x.size(3), rows = x.numel() / std::max<int64_t>(d, 1);
   kernels::cpu::GateGrads<T, sinklab::cuda> g{DeviceTensor<T>::empty(x.shape()), DeviceTensor<T>::empty(logit.shape())};
   detail::gate_backward_kernel<Gate, T><<<detail::blocks_for_rows(rows, kThreads), kThreads>>>(
       gate, x.data(), logit.data(), dy.data(), g.dx.data(), g.dlogit.data(), rows, d);

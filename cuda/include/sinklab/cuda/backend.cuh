@@ -6,7 +6,8 @@
 //
 // Every kernel runs on the default stream, in the order the ops issue them; the launchers return
 // without waiting, except those that return a host value (sum_all, cross_entropy_count and
-// cross_entropy_forward, an embedding's id check), which copy it back.
+// cross_entropy_forward, an embedding's id check), which copy it back, and an attention with
+// kv_lengths (on the host), which copies them over.
 #pragma once
 #include <utility>
 

@@ -35,7 +35,7 @@ namespace sinklab::kernels::cuda {
 
 struct AttentionShape {
   int64_t B = 0, H = 0, Hkv = 0, T = 0, S = 0, d = 0;
-  double scale = 0.0;                  // multiplies q·k; 0: 1/√d
+  double scale = 0.0;                  // multiplies q·k (any sign, as the CPU's); 0: 1/√d
   int64_t block_k = 32;                // keys per shared-memory tile
   const int64_t* kv_lengths = nullptr;  // [B] or null (all S)
 };
@@ -123,7 +123,7 @@ SINKLAB_HD void tile_accumulate(const LaneRow<T>& acc, const LaneRow<T>& w, cons
 template <class T>
 SINKLAB_HD T attention_scale(const AttentionShape& sh) {
   using std::sqrt;
-  return static_cast<T>(sh.scale > 0 ? sh.scale : 1.0 / sqrt(static_cast<double>(sh.d)));
+  return static_cast<T>(sh.scale != 0.0 ? sh.scale : 1.0 / sqrt(static_cast<double>(sh.d)));
 }
 
 // The end of the keys any row of query block qb (rows qb·threads ...) sees: the same on every
