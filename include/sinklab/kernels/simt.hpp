@@ -195,4 +195,44 @@ SINKLAB_HD T block_sum(Ctx& ctx, T v, T* scratch) {
   return total;
 }
 
+// Shared memory block_fold needs: a value per thread.
+template <class T>
+SINKLAB_HD constexpr std::size_t block_fold_shared_bytes(int64_t threads) {
+  return static_cast<std::size_t>(threads) * sizeof(T);
+}
+
+struct MaxOp {  // std::max's choice (a NaN second argument is passed over, as on the CPU)
+  template <class T>
+  SINKLAB_HD T operator()(T a, T b) const {
+    return a < b ? b : a;
+  }
+};
+struct MinOp {
+  template <class T>
+  SINKLAB_HD T operator()(T a, T b) const {
+    return b < a ? b : a;
+  }
+};
+
+// f(v) folded over the block, on every thread, for an associative and commutative f (MaxOp,
+// MinOp: exact in any order, so a tree through shared memory gives what a warp shuffle would;
+// the context has shuffles for sums only). `scratch`: shared memory of threads() values
+// (block_fold_shared_bytes). Every thread must call it; it syncs the block, so `scratch` is free
+// again when it returns.
+template <class Ctx, class T, class F>
+SINKLAB_HD T block_fold(Ctx& ctx, T v, T* scratch, F f) {
+  const int64_t t = ctx.thread(), n = ctx.threads();
+  scratch[t] = v;
+  ctx.sync();
+  int64_t half = 1;
+  while (2 * half < n) half *= 2;  // the largest power of two below n: blocks need not be 2^k
+  for (; half > 0; half /= 2) {
+    if (t < half && t + half < n) scratch[t] = f(scratch[t], scratch[t + half]);
+    ctx.sync();
+  }
+  const T result = scratch[0];
+  ctx.sync();
+  return result;
+}
+
 }  // namespace sinklab::simt

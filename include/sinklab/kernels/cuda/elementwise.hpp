@@ -142,8 +142,8 @@ SINKLAB_HD void add_into(Ctx& ctx, T* dst, const T* src, StridedLayout l) {
 }
 
 // The first position of an id outside [0, V) into *first (n when there is none): one block,
-// each thread the first bad position of its stride, then the block's minimum through shared
-// memory (threads() int64 values), so the launcher can report what the CPU reports.
+// each thread the first bad position of its stride, then the block's minimum (simt::block_fold),
+// so the launcher can report what the CPU reports.
 template <class Ctx>
 SINKLAB_HD void embedding_first_bad(Ctx& ctx, const int32_t* ids, int64_t n, int64_t V, int64_t* first) {
   int64_t* scratch = ctx.template shared<int64_t>();
@@ -153,15 +153,11 @@ SINKLAB_HD void embedding_first_bad(Ctx& ctx, const int32_t* ids, int64_t n, int
       mine = i;
       break;
     }
-  scratch[ctx.thread()] = mine;
-  ctx.sync();
-  if (ctx.thread() == 0) {
-    for (int64_t t = 1; t < ctx.threads(); ++t) mine = scratch[t] < mine ? scratch[t] : mine;
-    *first = mine;
-  }
+  mine = simt::block_fold(ctx, mine, scratch, simt::MinOp{});
+  if (ctx.thread() == 0) *first = mine;
 }
 inline std::size_t embedding_first_bad_shared_bytes(int64_t threads) {
-  return static_cast<std::size_t>(threads) * sizeof(int64_t);
+  return simt::block_fold_shared_bytes<int64_t>(threads);
 }
 
 // y[i, :] = table[ids[i], :], a thread per element of y; a bad id's row is left unwritten (the
