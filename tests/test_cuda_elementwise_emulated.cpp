@@ -132,7 +132,7 @@ void check_sum_axis(const Shape& s, int axis, bool exact) {
   }
   if (v.inner == 1) {  // the block-per-row kernel the launcher takes for long rows
     Tensor<T> rows = Tensor<T>::full(os, T(-7));
-    simt::emulate(2, 64, kernels::cuda::block_sum_shared_bytes<T>(64), [&](simt::Emulated& ctx) {
+    simt::emulate(2, 64, simt::block_sum_shared_bytes<T>(64), [&](simt::Emulated& ctx) {
       kernels::cuda::sum_rows(ctx, x.data(), rows.data(), v.outer, v.n);
     });
     CHECK(max_rel_diff(rows, want) <= sum_tol<T>());
@@ -392,11 +392,11 @@ TEST_CASE_TEMPLATE("CUDA sum_all's two passes on the emulator equal the CPU back
     const Tensor<T> x = normal<T>({n}, 80);
     const T want = kernels::cpu::sum_all(x.data(), n);
     const int64_t blocks = 3, threads = 64;
-    const std::size_t shared = kernels::cuda::block_sum_shared_bytes<T>(threads);
+    const std::size_t shared = simt::block_sum_shared_bytes<T>(threads);
     std::vector<T> partial(blocks, T(-7));
     T total = T(-7);
     simt::emulate(blocks, threads, shared, [&](simt::Emulated& ctx) { kernels::cuda::sum_partials(ctx, x.data(), n, partial.data()); });
-    simt::emulate(1, 32, kernels::cuda::block_sum_shared_bytes<T>(32), [&](simt::Emulated& ctx) {
+    simt::emulate(1, 32, simt::block_sum_shared_bytes<T>(32), [&](simt::Emulated& ctx) {
       kernels::cuda::sum_partials(ctx, partial.data(), blocks, &total);
     });
     double scale = 0;  // Σ|x|: what the rounding of any order is bounded by

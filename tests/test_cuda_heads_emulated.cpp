@@ -206,7 +206,7 @@ void check_mix(Gran gran, bool has_s, bool has_gamma, int64_t col1, int64_t col2
   simt::emulate(3, 64, 0, [&](simt::Emulated& ctx) {
     kernels::cuda::mix_pair_backward_inputs(ctx, m, dy.data(), da_got.data(), has_s ? ds_got.data() : nullptr);
   });
-  const std::size_t shared = kernels::cuda::mix_shared_bytes<T>(32);
+  const std::size_t shared = simt::block_sum_shared_bytes<T>(32);
   simt::emulate(2, 32, shared, [&](simt::Emulated& ctx) {  // fewer blocks than outputs, fewer threads than terms
     kernels::cuda::mix_pair_backward_coefficients(ctx, m, dy.data(), pl1_got.data(), has_s ? pl2_got.data() : nullptr);
   });

@@ -169,7 +169,7 @@ namespace detail {
 template <class T>
 void sum_on_device(const T* x, int64_t n, T* out) {
   const int blocks = std::min(grid_for(n), kSumAllBlocks);
-  const std::size_t shared = kernels::cuda::block_sum_shared_bytes<T>(kThreads);
+  const std::size_t shared = simt::block_sum_shared_bytes<T>(kThreads);
   if (blocks == 1) {
     sum_partials_kernel<T><<<1, kThreads, shared>>>(x, n, out);
     check(cudaGetLastError(), "sum kernel launch");
@@ -347,7 +347,7 @@ void sum_axis(const T* x, T* out, kernels::AxisView v) {
   }
   if (v.inner == 1 && v.n >= kBlockPerRowFrom && v.outer >= kBlockPerRowRows) {
     const int blocks = static_cast<int>(std::min<int64_t>(v.outer, 65535));
-    detail::sum_rows_kernel<T><<<blocks, kThreads, kernels::cuda::block_sum_shared_bytes<T>(kThreads)>>>(x, out, v.outer, v.n);
+    detail::sum_rows_kernel<T><<<blocks, kThreads, simt::block_sum_shared_bytes<T>(kThreads)>>>(x, out, v.outer, v.n);
     check(cudaGetLastError(), "sum_axis kernel launch");
     return;
   }

@@ -69,13 +69,13 @@ void mix_pair_backward(const kernels::MixPair<T>& m, const T* dy, T* da, T* ds, 
   const int64_t terms = m.per_channel ? m.L : m.head_stride == 1 ? m.L * m.C : m.H * m.L * m.C;
   const int tc = detail::reduce_threads(terms);
   detail::mix_pair_backward_coefficients_kernel<<<detail::reduce_blocks(m.B * ncoef), tc,
-                                                  kernels::cuda::mix_shared_bytes<T>(tc)>>>(m, dy, pl1, pl2);
+                                                  simt::block_sum_shared_bytes<T>(tc)>>>(m, dy, pl1, pl2);
   check(cudaGetLastError(), "mix_pair_backward coefficients kernel launch");
 
   if (dgamma) {
     const int tg = detail::reduce_threads(m.H * m.C);
     detail::mix_pair_backward_gamma_kernel<<<detail::reduce_blocks(m.B * m.L), tg,
-                                             kernels::cuda::mix_shared_bytes<T>(tg)>>>(m, dy, dgamma);
+                                             simt::block_sum_shared_bytes<T>(tg)>>>(m, dy, dgamma);
     check(cudaGetLastError(), "mix_pair_backward gamma kernel launch");
   }
 }

@@ -27,12 +27,6 @@ inline unsigned column_blocks(int64_t columns) {
   return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
 }
 
-// Shared memory of the row kernels: their block sums' (simt::block_sum_shared_bytes).
-template <class T>
-std::size_t norm_shared_bytes(int threads) {
-  return simt::block_sum_shared_bytes<T>(threads);
-}
-
 namespace detail {
 
 template <class T>
@@ -96,7 +90,7 @@ template <class T>
 void rms_forward(const T* x, const T* pre, const T* gain, T* y, T* rstd, int64_t rows, int64_t n, T eps) {
   if (rows <= 0) return;
   const RowLaunch l = row_launch(rows, n);
-  detail::rms_forward_kernel<T><<<l.grid, l.threads, norm_shared_bytes<T>(l.threads)>>>(
+  detail::rms_forward_kernel<T><<<l.grid, l.threads, simt::block_sum_shared_bytes<T>(l.threads)>>>(
       x, pre, gain, y, rstd, rows, n, eps);
   check(cudaGetLastError(), "rms_forward kernel launch");
 }
@@ -113,7 +107,7 @@ void rms_backward(const T* x, const T* pre, const T* gain, const T* rstd, const 
   if (need_k) row_k = memory<sinklab::cuda>::allocate<T>(static_cast<std::size_t>(rows));
   if (gx || need_k) {
     const RowLaunch l = row_launch(rows, n);
-    detail::rms_backward_input_kernel<T><<<l.grid, l.threads, norm_shared_bytes<T>(l.threads)>>>(
+    detail::rms_backward_input_kernel<T><<<l.grid, l.threads, simt::block_sum_shared_bytes<T>(l.threads)>>>(
         x, pre, gain, rstd, gy, gx, gx ? gx_prior : nullptr, row_k.get(), rows, n);
     check(cudaGetLastError(), "rms_backward_input kernel launch");
   }
@@ -130,7 +124,7 @@ void layer_norm_forward(const T* x, const T* gain, const T* bias, T* y, T* mean,
                         T eps) {
   if (rows <= 0) return;
   const RowLaunch l = row_launch(rows, n);
-  detail::layer_norm_forward_kernel<T><<<l.grid, l.threads, norm_shared_bytes<T>(l.threads)>>>(
+  detail::layer_norm_forward_kernel<T><<<l.grid, l.threads, simt::block_sum_shared_bytes<T>(l.threads)>>>(
       x, gain, bias, y, mean, rstd, rows, n, eps);
   check(cudaGetLastError(), "layer_norm_forward kernel launch");
 }
@@ -142,7 +136,7 @@ void layer_norm_backward(const T* x, const T* gain, const T* mean, const T* rstd
   if (rows <= 0) return;
   if (gx) {
     const RowLaunch l = row_launch(rows, n);
-    detail::layer_norm_backward_input_kernel<T><<<l.grid, l.threads, norm_shared_bytes<T>(l.threads)>>>(
+    detail::layer_norm_backward_input_kernel<T><<<l.grid, l.threads, simt::block_sum_shared_bytes<T>(l.threads)>>>(
         x, gain, mean, rstd, gy, gx, rows, n);
     check(cudaGetLastError(), "layer_norm_backward_input kernel launch");
   }
@@ -172,7 +166,7 @@ void dyt_backward(const T* x, T alpha, const T* gamma, const T* gy, T* gx, T* ga
   if (galpha) row_alpha = memory<sinklab::cuda>::allocate<T>(static_cast<std::size_t>(rows));
   if (gx || galpha) {
     const RowLaunch l = row_launch(rows, n);
-    detail::dyt_backward_input_kernel<T><<<l.grid, l.threads, norm_shared_bytes<T>(l.threads)>>>(
+    detail::dyt_backward_input_kernel<T><<<l.grid, l.threads, simt::block_sum_shared_bytes<T>(l.threads)>>>(
         x, alpha, gamma, gy, gx, row_alpha.get(), rows, n);
     check(cudaGetLastError(), "dyt_backward_input kernel launch");
   }

@@ -7,7 +7,7 @@
 // (fixed order, so deterministic, no atomics): the coefficient partials pl1, pl2 [B, ncoef] (one
 // per batch row, as the CPU leaves them for the op to sum over b) over (h,) t (, c), and the γ
 // gradient [B, L, K] over (h, c). A thread per output there would serialise H·L·C terms for a
-// scalar coefficient. Shared memory: threads/32 values (mix_shared_bytes).
+// scalar coefficient. Shared memory: simt::block_sum_shared_bytes.
 #pragma once
 #include <cstdint>
 
@@ -17,12 +17,6 @@
 #include "sinklab/kernels/simt.hpp"
 
 namespace sinklab::kernels::cuda {
-
-// Shared memory the reduction kernels need for a block of `threads`.
-template <class T>
-SINKLAB_HD std::size_t mix_shared_bytes(int64_t threads) {
-  return simt::block_sum_shared_bytes<T>(threads);
-}
 
 // Coefficients per batch row of pl1 / pl2: one, one per head, or one per head channel.
 template <class T>

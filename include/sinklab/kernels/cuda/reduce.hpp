@@ -52,9 +52,6 @@ SINKLAB_HD void sum_axis_chunks(Ctx& ctx, const T* x, T* partial, AxisView v, in
   });
 }
 
-// Shared memory of the block_sum kernels (sum_rows, sum_partials): simt::block_sum_shared_bytes.
-using simt::block_sum_shared_bytes;
-
 // out[r] = Σ_k x[r, k] over rows of n (sum_axis with inner == 1): a block per row (grid-stride
 // over rows), its threads striding over the row, then simt::block_sum.
 template <class Ctx, class T>
