@@ -11,16 +11,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "sinklab/core/rng.hpp"
-#include "sinklab/kernels/cpu/adamw.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
 #include "sinklab/kernels/cpu/reduce.hpp"
-#include "sinklab/kernels/cuda/adamw.hpp"
+#include "sinklab/kernels/cpu/update.hpp"
 #include "sinklab/kernels/cuda/elementwise.hpp"
 #include "sinklab/kernels/cuda/reduce.hpp"
+#include "sinklab/kernels/cuda/update.hpp"
 #include "sinklab/kernels/simt.hpp"
+#include "sinklab/policy/update.hpp"
 
 using namespace sinklab;
 using sinklab_test::max_rel_diff;
@@ -410,25 +412,95 @@ TEST_CASE_TEMPLATE("CUDA sum_all's two passes on the emulator equal the CPU back
   }
 }
 
-// The AdamW step (kernels/cuda/adamw.hpp) against the CPU's: the same policy::adamw_update, a
-// batch at a time there; three steps, so the moments carry over.
-TEST_CASE_TEMPLATE("emulated adamw_step equals the CPU's", T, double, float) {
-  const int64_t n = 203;
-  Tensor<T> p = normal<T>({n}, 41), m = Tensor<T>::zeros({n}), v = Tensor<T>::zeros({n});
-  Tensor<T> p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
-  for (int step = 1; step <= 3; ++step) {
-    const Tensor<T> g = normal<T>({n}, 50 + step);
-    const double bc1 = 1 - std::pow(0.9, step), bc2 = 1 - std::pow(0.999, step);
-    const policy::AdamWCoefs<T> c{T(1 - 1e-2 * 0.1), T(0.9), T(0.1), T(0.999), T(0.001), T(1e-2 / bc1),
-                                  T(1 / std::sqrt(bc2)), T(1e-8)};
-    kernels::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), n, c);
-    simt::emulate(2, 32, 0, [&](simt::Emulated& ctx) {
-      kernels::cuda::adamw_step(ctx, p2.data(), g.data(), m2.data(), v2.data(), n, c);
-    });
+// The gradient norm's Σ x² (sum_of_squares on the GPU: squares_in_double, then sum_all's two
+// passes in double) against the CPU's blocked double sum: equal to double rounding, in float too.
+TEST_CASE_TEMPLATE("CUDA sum_of_squares on the emulator equals the CPU's, in double", T, double, float) {
+  for (const int64_t n : {int64_t{1}, int64_t{45}, int64_t{5000}}) {
+    CAPTURE(n);
+    const Tensor<T> x = normal<T>({n}, 81);
+    const double want = kernels::cpu::sum_of_squares(x.data(), n);
+    std::vector<double> squares(static_cast<std::size_t>(n), -7.0), partial(3, -7.0);
+    double total = -7.0;
+    simt::emulate(2, 32, 0, [&](simt::Emulated& ctx) { kernels::cuda::squares_in_double(ctx, x.data(), squares.data(), n); });
+    simt::emulate(3, 64, simt::block_sum_shared_bytes<double>(64),
+                  [&](simt::Emulated& ctx) { kernels::cuda::sum_partials(ctx, squares.data(), n, partial.data()); });
+    simt::emulate(1, 32, simt::block_sum_shared_bytes<double>(32),
+                  [&](simt::Emulated& ctx) { kernels::cuda::sum_partials(ctx, partial.data(), int64_t{3}, &total); });
+    CHECK(std::abs(total - want) <= 1e-14 * want);
+    CHECK(total > 0);
   }
+}
+
+// The in-place updates (kernels/cuda/update.hpp) against the CPU's, which runs the same
+// policy/update.hpp functor a SIMD batch at a time: AdamW over three steps (the moments carry
+// over), SGD with momentum (first and later steps, nesterov), Muon's momentum and step, and
+// the clipping's rescale and clamp (a NaN gradient stays NaN on both).
+TEST_CASE_TEMPLATE("emulated apply_update equals the CPU's for every optimiser step", T, double, float) {
+  const int64_t n = 203;
   const double tol = std::is_same_v<T, double> ? 1e-14 : 1e-6;
-  CHECK(max_rel_diff(p, p2) <= tol);
-  CHECK(max_rel_diff(m, m2) <= tol);
-  CHECK(max_rel_diff(v, v2) <= tol);
-  CHECK(max_rel_diff(p, normal<T>({n}, 41)) > 1e-4);  // the step moved the parameters
+  auto emulated = [&](auto f, auto*... buffers) {
+    simt::emulate(2, 32, 0, [&](simt::Emulated& ctx) { kernels::cuda::apply_update(ctx, n, f, buffers...); });
+  };
+  SUBCASE("AdamW") {
+    Tensor<T> p = normal<T>({n}, 41), m = Tensor<T>::zeros({n}), v = Tensor<T>::zeros({n});
+    Tensor<T> p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+    for (int step = 1; step <= 3; ++step) {
+      const Tensor<T> g = normal<T>({n}, 50 + step);
+      const double bc1 = 1 - std::pow(0.9, step), bc2 = 1 - std::pow(0.999, step);
+      const policy::AdamWUpdate<T> u{{T(1 - 1e-2 * 0.1), T(0.9), T(0.1), T(0.999), T(0.001), T(1e-2 / bc1),
+                                      T(1 / std::sqrt(bc2)), T(1e-8)}};
+      kernels::cpu::apply_update(n, u, p.data(), g.data(), m.data(), v.data());
+      emulated(u, p2.data(), g.data(), m2.data(), v2.data());
+    }
+    CHECK(max_rel_diff(p, p2) <= tol);
+    CHECK(max_rel_diff(m, m2) <= tol);
+    CHECK(max_rel_diff(v, v2) <= tol);
+    CHECK(max_rel_diff(p, normal<T>({n}, 41)) > 1e-4);  // the step moved the parameters
+  }
+  SUBCASE("SGD with momentum, then nesterov") {
+    Tensor<T> p = normal<T>({n}, 42), b = Tensor<T>::zeros({n});
+    Tensor<T> p2 = p.clone(), b2 = b.clone();
+    for (int step = 0; step < 3; ++step) {
+      const Tensor<T> g = normal<T>({n}, 60 + step);
+      const policy::SGDUpdate<T> u{T(0.1), T(0.01), T(0.9), T(0.75), true, step == 0, step == 2};
+      kernels::cpu::apply_update(n, u, p.data(), g.data(), b.data());
+      emulated(u, p2.data(), g.data(), b2.data());
+    }
+    CHECK(max_rel_diff(p, p2) <= tol);
+    CHECK(max_rel_diff(b, b2) <= tol);
+    CHECK(max_rel_diff(b, Tensor<T>::zeros({n})) > 1e-4);
+  }
+  SUBCASE("Muon's momentum and decayed step") {
+    const Tensor<T> g = normal<T>({n}, 43), o = normal<T>({n}, 44);
+    Tensor<T> buf = normal<T>({n}, 45), u = Tensor<T>::zeros({n}), p = normal<T>({n}, 46);
+    Tensor<T> buf2 = buf.clone(), u2 = u.clone(), p2 = p.clone();
+    const policy::MuonMomentum<T> mom{T(0.95), true};
+    kernels::cpu::apply_update(n, mom, g.data(), buf.data(), u.data());
+    emulated(mom, g.data(), buf2.data(), u2.data());
+    const policy::DecayedStep<T> st{T(0.999), T(0.02)};
+    kernels::cpu::apply_update(n, st, p.data(), o.data());
+    emulated(st, p2.data(), o.data());
+    CHECK(max_rel_diff(buf, buf2) <= tol);
+    CHECK(max_rel_diff(u, u2) <= tol);
+    CHECK(max_rel_diff(p, p2) <= tol);
+  }
+  SUBCASE("clipping: rescale, clamp, NaN kept") {
+    Tensor<T> g = normal<T>({n}, 47);
+    g.data()[5] = std::numeric_limits<T>::quiet_NaN();
+    g.data()[160] = std::numeric_limits<T>::quiet_NaN();  // inside a SIMD batch and in the tail
+    Tensor<T> g2 = g.clone();
+    kernels::cpu::apply_update(n, policy::Scale<T>{T(3)}, g.data());
+    emulated(policy::Scale<T>{T(3)}, g2.data());
+    kernels::cpu::apply_update(n, policy::ClampValue<T>{T(1.5)}, g.data());
+    emulated(policy::ClampValue<T>{T(1.5)}, g2.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (i == 5 || i == 160) {
+        CHECK(std::isnan(g.data()[i]));
+        CHECK(std::isnan(g2.data()[i]));
+      } else {
+        CHECK(g.data()[i] == g2.data()[i]);
+        CHECK(std::abs(g.data()[i]) <= T(1.5));
+      }
+    }
+  }
 }

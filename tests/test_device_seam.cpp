@@ -7,6 +7,8 @@
 //   - one graph through every op family gives the cpu device's values and gradients bit for bit.
 #include <doctest/doctest.h>
 
+#include "counted_device.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -24,123 +26,6 @@
 #include "sinklab/autodiff/ops/norm.hpp"
 #include "sinklab/autodiff/ops/rope.hpp"
 #include "sinklab/core/rng.hpp"
-
-struct test_device {
-  static constexpr const char* name = "test";
-  static constexpr bool host_memory = true;
-};
-
-namespace {
-std::map<std::string, int>& kernel_calls() {
-  static std::map<std::string, int> calls;
-  return calls;
-}
-int total_calls() {
-  int n = 0;
-  for (const auto& [name, c] : kernel_calls()) n += c;
-  return n;
-}
-}  // namespace
-
-namespace sinklab {
-// The host's memory; every operation but allocation counted (a copy, fill or strided gather is
-// the device work of a view, a concat or a transpose).
-template <>
-struct memory<test_device> : memory<cpu> {
-#define COUNTED_MEMORY(name)                  \
-  template <class... A>                       \
-  static void name(A&&... a) {                \
-    ++kernel_calls()["memory::" #name];       \
-    memory<cpu>::name(std::forward<A>(a)...); \
-  }
-  COUNTED_MEMORY(copy)
-  COUNTED_MEMORY(fill)
-  COUNTED_MEMORY(to_host)
-  COUNTED_MEMORY(from_host)
-  COUNTED_MEMORY(gather)
-  COUNTED_MEMORY(scatter)
-#undef COUNTED_MEMORY
-};
-
-// The CPU's kernels, every one counted before it runs.
-#define COUNTED(name)                                           \
-  template <class... A>                                         \
-  static decltype(auto) name(A&&... a) {                        \
-    ++kernel_calls()[#name];                                    \
-    return backend<sinklab::cpu>::name(std::forward<A>(a)...);  \
-  }
-#define COUNTED_OF(name)                                                     \
-  template <class F, class... A>                                             \
-  static decltype(auto) name(A&&... a) {                                     \
-    ++kernel_calls()[#name];                                                 \
-    return backend<sinklab::cpu>::template name<F>(std::forward<A>(a)...);  \
-  }
-template <>
-struct kernels::backend<test_device> : kernels::backend<sinklab::cpu> {
-  COUNTED_OF(unary)
-  COUNTED_OF(unary_grad)
-  COUNTED(binary)
-  COUNTED(binary_scalar)
-  COUNTED(add_inplace)
-  COUNTED(pow_forward)
-  COUNTED(pow_backward)
-  COUNTED(broadcast_binary)
-  COUNTED(sum_to)
-  COUNTED(add_into)
-  COUNTED(embedding_forward)
-  COUNTED(embedding_backward)
-  COUNTED(repeat)
-  COUNTED(repeat_backward)
-  COUNTED(sum_axis)
-  COUNTED(broadcast_axis_add)
-  COUNTED(max_axis)
-  COUNTED(max_axis_backward)
-  COUNTED(sum_all)
-  COUNTED(softmax_rows)
-  COUNTED(softmax_rows_backward)
-  COUNTED(log_softmax_rows)
-  COUNTED(log_softmax_rows_backward)
-  COUNTED(cross_entropy_count)
-  COUNTED(cross_entropy_forward)
-  COUNTED(cross_entropy_backward)
-  COUNTED(gemm)
-  COUNTED(gemm_at)
-  COUNTED(gemm_batched)
-  COUNTED_OF(act_mul_forward)
-  COUNTED_OF(act_mul_backward)
-  COUNTED_OF(glu_up)
-  COUNTED_OF(glu_hidden_grad)
-  COUNTED(rms_forward)
-  COUNTED(rms_backward)
-  COUNTED(layer_norm_forward)
-  COUNTED(layer_norm_backward)
-  COUNTED(dyt_forward)
-  COUNTED(dyt_backward)
-  COUNTED(mix_pair_forward)
-  COUNTED(mix_pair_backward)
-  COUNTED(split_heads)
-  COUNTED(split_heads_grad)
-  COUNTED(merge_heads)
-  COUNTED(merge_heads_grad)
-  COUNTED(rope_rotate)
-  COUNTED(rope_gather)
-  COUNTED(rope_gather_grad)
-  COUNTED(heads_grad_to_projection)
-  COUNTED(attention_fused_forward)
-  COUNTED(attention_fused_backward)
-  COUNTED(attention_reference_forward)
-  COUNTED(attention_reference_backward)
-  COUNTED(value_transform_forward)
-  COUNTED(value_transform_backward)
-  COUNTED(gate_forward)
-  COUNTED(gate_backward)
-  COUNTED(row_norms)
-  COUNTED(gate_values)
-  COUNTED(adamw_step)
-};
-#undef COUNTED
-#undef COUNTED_OF
-}  // namespace sinklab
 
 namespace {
 using namespace sinklab;
@@ -404,4 +289,14 @@ TEST_CASE("device seam: Tensor allocates, copies and views through memory<Device
   CHECK(z.to_vector() == std::vector<float>{0, 4, 8, -1, -1, -1, -1, -1, -1, 3, 7, 11});
   CHECK(a.slice(1, 2, 3).clone().to_vector() == std::vector<float>{2, 6, 10});
   CHECK(Tt::scalar(2.5f).item() == 2.5f);
+  // to_device: a dense copy on the other device (a view's elements in order), the tensor itself
+  // (shared storage) when it is already there
+  kernel_calls().clear();
+  const Tt moved = Tensor<float>::arange({3, 4}).transpose(0, 1).to_device<test_device>();
+  CHECK(moved.is_contiguous());
+  CHECK(moved.to_vector() == t.to_vector());
+  CHECK(kernel_calls()["memory::from_host"] == 1);
+  const Tensor<float> back = moved.to_device<cpu>();
+  CHECK(back.to_vector() == t.to_vector());
+  CHECK(moved.to_device<test_device>().shares_storage_with(moved));
 }

@@ -35,17 +35,17 @@ struct TanhGate : gate::FromInput<gate::per_head, gate::on_output> {
 // RMSNorm with a fixed output scale: y = scale · x / √(mean(x²) + eps) ⊙ g.
 struct ScaledRMS {
   static constexpr const char* name = "ScaledRMS";
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    autodiff::Parameter<T> weight;
+    autodiff::Parameter<T, Device> weight;
     int64_t dim = 0;
     double eps = 1e-6, scale = 2.0;
     Module() = default;
     Module(std::string prefix, int64_t d, Rng&, const norm::Options& o = {})
         : dim(d), eps(o.eps.value_or(1e-6)) {
-      weight = autodiff::Parameter<T>(nn::join_name(prefix, "weight"), Tensor<T>::ones({d}));
+      weight = autodiff::Parameter<T, Device>(nn::join_name(prefix, "weight"), Tensor<T, Device>::ones({d}));
     }
-    autodiff::Var<T> operator()(autodiff::Tape<T>& tape, autodiff::Var<T> x) {
+    autodiff::Var<T, Device> operator()(autodiff::Tape<T, Device>& tape, autodiff::Var<T, Device> x) {
       return autodiff::rms_norm(x, tape.param(weight), eps) * scale;
     }
     template <class V>

@@ -23,7 +23,7 @@ TEST_CASE("Thrust reductions on the host system: sum of squares and max |x| as t
     double want_max = 0;
     for (int64_t i = 0; i < n; ++i) want_max = std::max(want_max, std::abs(double(p[i])));
     const double got = cuda_backend::sum_of_squares(thrust::cpp::par, p, n);
-    const double want = optim::detail::sum_of_squares(p, n);
+    const double want = kernels::cpu::sum_of_squares(p, n);
     INFO("n = ", n);
     CHECK(std::abs(got - want) <= 1e-13 * want);
     CHECK(cuda_backend::max_abs(thrust::cpp::par, p, n) == want_max);

@@ -196,6 +196,25 @@ class Tensor {
     for (int64_t i = 0; i < numel(); ++i) d[i] = static_cast<U>(s[i]);
     return out;
   }
+  // The tensor on device To: a dense copy (through host memory when neither side is the host),
+  // or this tensor itself, sharing storage, when it is already there.
+  template <class To>
+  Tensor<T, To> to_device() const {
+    if constexpr (std::is_same_v<To, Device>) {
+      return *this;
+    } else {
+      Tensor<T, To> out = Tensor<T, To>::empty(shape_);
+      const auto n = static_cast<std::size_t>(numel());
+      if constexpr (HostDevice<Device>) {
+        memory<To>::from_host(out.data(), contiguous().data(), n);
+      } else if constexpr (HostDevice<To>) {
+        Memory::to_host(out.data(), contiguous().data(), n);
+      } else {
+        memory<To>::from_host(out.data(), to_vector().data(), n);
+      }
+      return out;
+    }
+  }
   std::vector<T> to_vector() const {
     const Tensor c = contiguous();
     std::vector<T> v(static_cast<std::size_t>(numel()));

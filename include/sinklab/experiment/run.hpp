@@ -102,10 +102,11 @@ class Run {
 
   // The training batches' random stream: the same for every variant of a seed.
   Rng& data() { return data_; }
-  // Mixes a batch into the run's data hash (FNV-1a over its bytes).
-  template <class T>
-  void see_batch(const Tensor<T>& x) {
-    const Tensor<T> c = x.contiguous();
+  // Mixes a batch into the run's data hash (FNV-1a over its bytes; a batch on another device is
+  // hashed from a host copy).
+  template <class T, class Device>
+  void see_batch(const Tensor<T, Device>& x) {
+    const Tensor<T> c = x.template to_device<cpu>().contiguous();
     const auto* p = reinterpret_cast<const unsigned char*>(c.data());
     for (std::size_t i = 0; i < static_cast<std::size_t>(c.numel()) * sizeof(T); ++i)
       result_.batch_hash = (result_.batch_hash ^ p[i]) * 0x100000001b3ull;

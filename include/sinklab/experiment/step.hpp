@@ -24,20 +24,22 @@
 
 namespace sinklab::experiment {
 
-template <class T, class M, class O, class Batch>
-double optimisation_step(autodiff::Tape<T>& tape, M& model, O& opt, const Batch& b, const optim::Schedule& sched,
-                         const std::vector<autodiff::Parameter<T>*>& params, double clip_norm) {
+template <class T, class Device, class M, class O, class Batch>
+double optimisation_step(autodiff::Tape<T, Device>& tape, M& model, O& opt, const Batch& b,
+                         const optim::Schedule& sched, const std::vector<autodiff::Parameter<T, Device>*>& params,
+                         double clip_norm) {
+  constexpr bool reducible = std::is_same_v<T, float> && std::is_same_v<Device, cpu>;
   DataParallelRun* dp = active_data_parallel();
-  SINKLAB_CHECK((!dp || std::is_same_v<T, float>),
-                "experiment: data-parallel training reduces float gradients; this model trains in double");
+  SINKLAB_CHECK((!dp || reducible), "experiment: data-parallel training reduces float gradients on the cpu device; ",
+                "this model trains in ", sizeof(T) == 8 ? "double" : "float", " on ", Device::name);
   Batch mine = b;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (reducible)
     if (dp) mine = dp->prepare(b, params);  // this rank's rows
   tape.clear();
   opt.zero_grad();
   auto loss = model.loss(tape, mine.x, mine.y);
   double value = 0;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (reducible)
     if (dp) value = dp->backward(tape, loss);  // gradients and loss averaged over the ranks
   if (!dp) {
     tape.backward(loss);

@@ -239,19 +239,26 @@ class SafetensorsFile {
   }
 
   // Copies a tensor into `dst`, whose shape must match; the message names tensor, file and shapes.
-  template <class T>
-  void read_into(const std::string& name, Tensor<T>& dst) const {
-    const TensorEntry& e = entry(name);
-    const bool same_shape = e.shape.size() == static_cast<std::size_t>(dst.rank()) &&
-                            std::equal(e.shape.begin(), e.shape.end(), dst.shape().begin());
-    SINKLAB_CHECK(same_shape, "safetensors: tensor '", name, "' in '", label_, "' has shape ", e.shape_str(),
-                  ", expected ", dst.shape());
-    if (dst.is_contiguous()) {
-      copy_into(e, dst);
+  // A tensor on another device is filled from a host copy.
+  template <class T, class Device>
+  void read_into(const std::string& name, Tensor<T, Device>& dst) const {
+    if constexpr (!std::is_same_v<Device, cpu>) {
+      Tensor<T> host = Tensor<T>::empty(dst.shape());
+      read_into(name, host);
+      dst.copy_from(host.template to_device<Device>());
     } else {
-      Tensor<T> tmp = Tensor<T>::empty(dst.shape());
-      copy_into(e, tmp);
-      dst.copy_from(tmp);
+      const TensorEntry& e = entry(name);
+      const bool same_shape = e.shape.size() == static_cast<std::size_t>(dst.rank()) &&
+                              std::equal(e.shape.begin(), e.shape.end(), dst.shape().begin());
+      SINKLAB_CHECK(same_shape, "safetensors: tensor '", name, "' in '", label_, "' has shape ", e.shape_str(),
+                    ", expected ", dst.shape());
+      if (dst.is_contiguous()) {
+        copy_into(e, dst);
+      } else {
+        Tensor<T> tmp = Tensor<T>::empty(dst.shape());
+        copy_into(e, tmp);
+        dst.copy_from(tmp);
+      }
     }
   }
 
@@ -405,8 +412,9 @@ class SafetensorsFile {
 // Collects named tensors (any supported element type) and writes them as one file.
 class SafetensorsWriter {
  public:
-  template <class T>
-  SafetensorsWriter& add(const std::string& name, const Tensor<T>& t) {
+  // A tensor on another device is written from a host copy.
+  template <class T, class Device>
+  SafetensorsWriter& add(const std::string& name, const Tensor<T, Device>& t) {
     SINKLAB_CHECK(!name.empty(), "safetensors: empty tensor name");
     SINKLAB_CHECK(name != "__metadata__", "safetensors: '__metadata__' is reserved and cannot name a tensor");
     SINKLAB_CHECK(t.defined(), "safetensors: tensor '", name, "' is undefined");
@@ -415,7 +423,7 @@ class SafetensorsWriter {
     it.name = name;
     it.dtype = dtype_of<T>();
     it.shape.assign(t.shape().begin(), t.shape().end());
-    Tensor<T> c = t.contiguous();
+    const Tensor<T> c = t.template to_device<cpu>().contiguous();
     const auto* p = reinterpret_cast<const char*>(c.data());
     it.bytes.assign(p, p + static_cast<std::size_t>(t.numel()) * sizeof(T));
     items_.push_back(std::move(it));

@@ -50,19 +50,19 @@ struct Config {
 
 // q, k, v [B, heads, T, d_head] and gate logits [B, gate heads, T, G] between projection and
 // attention, where anchor mixing (mix::) rewrites them.
-template <class T>
+template <class T, class Device = cpu>
 struct Projections {
-  Var<T> q, k, v, gate;
+  Var<T, Device> q, k, v, gate;
 };
 
-template <class T>
+template <class T, class Device = cpu>
 struct Extras {
-  autodiff::AttentionRecorder<T>* probe = nullptr;  // must outlive backward() to receive gradients
+  autodiff::AttentionRecorder<T, Device>* probe = nullptr;  // must outlive backward() to receive gradients
   const Tensor<int64_t>* kv_lengths = nullptr;   // [B] valid keys per sequence (padding at the end)
-  Var<T> gate_logits;                            // gate::FromAnchor: [B, gate heads, T, G]
+  Var<T, Device> gate_logits;                    // gate::FromAnchor: [B, gate heads, T, G]
   // Anchor mixing: rewrites the projections; x is the layer's (normed) input, for dynamic
   // per-token coefficients.
-  std::function<void(Tape<T>&, Var<T> x, Projections<T>&)> mix;
+  std::function<void(Tape<T, Device>&, Var<T, Device> x, Projections<T, Device>&)> mix;
   // This layer's interventions (nn/intervention.hpp); null or empty: none.
   const std::vector<nn::Intervention>* interventions = nullptr;
 };
@@ -88,19 +88,19 @@ struct Attention {
     Mask mask{};
   };
 
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
     Config cfg;
     Policies pol;
     std::string name;
     int64_t H = 0, Hkv = 0, dh = 0, gate_heads = 0, gate_channels = 0;
 
-    Parameter<T> w_qkv;  // [d_model, (H + 2·H_kv)·d_head]
-    Parameter<T> w_o;    // [H·d_head, d_model]
-    norm::module_t<QKNorm, T> q_norm, k_norm;  // over d_head, when qk_norm
-    Parameter<T> w_gate, b_gate;  // FromInput: [d_model, gh·G]; FromValue: [H_kv·d_head, gh·G]
-    std::vector<Parameter<T>> score_params, value_params;  // the policies' own (sink logit, θ)
-    autodiff::RopeTable<T> rope_table;
+    Parameter<T, Device> w_qkv;                        // [d_model, (H + 2·H_kv)·d_head]
+    Parameter<T, Device> w_o;                          // [H·d_head, d_model]
+    norm::module_t<QKNorm, T, Device> q_norm, k_norm;  // over d_head, when qk_norm
+    Parameter<T, Device> w_gate, b_gate;               // FromInput: [d_model, gh·G]; FromValue: [H_kv·d_head, gh·G]
+    std::vector<Parameter<T, Device>> score_params, value_params;  // the policies' own (sink logit, θ)
+    autodiff::RopeTable<T, Device> rope_table;
 
     Module() = default;
     Module(std::string prefix, const Config& c, Rng& rng, Policies p = {}) : cfg(c), pol(p), name(std::move(prefix)) {
@@ -115,31 +115,34 @@ struct Attention {
       SINKLAB_CHECK(!cfg.rope || dh % 2 == 0, "Attention '", name, "': RoPE needs an even head_dim, got ", dh);
       pol.score.validate(name.c_str());
       const int64_t D = cfg.d_model;
-      w_qkv = Parameter<T>(nn::join_name(name, "qkv.weight"), nn::make_tensor<T>({D, (H + 2 * Hkv) * dh}, cfg.init, rng));
-      w_o = Parameter<T>(nn::join_name(name, "o.weight"),
-                         nn::make_tensor<T>({H * dh, D}, cfg.zero_init_output ? nn::Init::zeros() : cfg.init, rng));
+      w_qkv = Parameter<T, Device>(nn::join_name(name, "qkv.weight"),
+                                   nn::make_tensor<T, Device>({D, (H + 2 * Hkv) * dh}, cfg.init, rng));
+      w_o = Parameter<T, Device>(
+          nn::join_name(name, "o.weight"),
+          nn::make_tensor<T, Device>({H * dh, D}, cfg.zero_init_output ? nn::Init::zeros() : cfg.init, rng));
       if (cfg.qk_norm) {
         const norm::Options qo{.eps = cfg.qk_norm_eps};
-        q_norm = norm::module_t<QKNorm, T>(nn::join_name(name, "q_norm"), dh, rng, qo);
-        k_norm = norm::module_t<QKNorm, T>(nn::join_name(name, "k_norm"), dh, rng, qo);
+        q_norm = norm::module_t<QKNorm, T, Device>(nn::join_name(name, "q_norm"), dh, rng, qo);
+        k_norm = norm::module_t<QKNorm, T, Device>(nn::join_name(name, "k_norm"), dh, rng, qo);
       }
       if constexpr (Gate::enabled) {
         gate_heads = gate_on_output ? H : Hkv;
         gate_channels = Gate::channels(dh);
         if constexpr (Gate::source != gate::Source::FromAnchor) {
           const int64_t rows = Gate::source == gate::Source::FromInput ? D : Hkv * dh;
-          Tensor<T> w = Tensor<T>::empty({rows, gate_heads * gate_channels});
+          Tensor<T> w = Tensor<T>::empty({rows, gate_heads * gate_channels});  // drawn on the host
           Tensor<T> b = Tensor<T>::empty({gate_heads * gate_channels});
           pol.gate.init.initialise(rng, w, pol.gate.init.has_bias() ? &b : nullptr);
-          w_gate = Parameter<T>(nn::join_name(name, "gate.weight"), w);
-          if (pol.gate.init.has_bias()) b_gate = Parameter<T>(nn::join_name(name, "gate.bias"), b);
+          w_gate = Parameter<T, Device>(nn::join_name(name, "gate.weight"), w.template to_device<Device>());
+          if (pol.gate.init.has_bias())
+            b_gate = Parameter<T, Device>(nn::join_name(name, "gate.bias"), b.template to_device<Device>());
         }
       }
       pol.score.template make_params<T>(H).parameters([&](const char* n, Tensor<T>& t) {
-        score_params.emplace_back(nn::join_name(name, n), t);
+        score_params.emplace_back(nn::join_name(name, n), t.template to_device<Device>());
       });
       pol.value.template make_params<T>(Hkv).parameters([&](const char* n, Tensor<T>& t) {
-        value_params.emplace_back(nn::join_name(name, n), t);
+        value_params.emplace_back(nn::join_name(name, n), t.template to_device<Device>());
       });
     }
 
@@ -157,15 +160,15 @@ struct Attention {
       visit(w_o);
     }
 
-    Var<T> operator()(Tape<T>& tape, Var<T> x) { return forward(tape, x, Extras<T>{}); }
-    Var<T> operator()(Tape<T>& tape, Var<T> x, autodiff::AttentionRecorder<T>* probe) {
-      Extras<T> ex;
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x) { return forward(tape, x, Extras<T, Device>{}); }
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x, autodiff::AttentionRecorder<T, Device>* probe) {
+      Extras<T, Device> ex;
       ex.probe = probe;
       return forward(tape, x, ex);
     }
 
     // x [B, T, d_model] → [B, T, d_model]
-    Var<T> forward(Tape<T>& tape, Var<T> x, const Extras<T>& ex) {
+    Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> x, const Extras<T, Device>& ex) {
       SINKLAB_CHECK(x.rank() == 3 && x.shape()[2] == cfg.d_model, "Attention '", name, "': input of shape ",
                     x.shape(), ", expected [B, T, ", cfg.d_model, "]");
       auto qkv = nn::project(tape, x, w_qkv);
@@ -183,18 +186,19 @@ struct Attention {
       auto heads = [&](int64_t col0, int64_t n) {
         return rope_on_split ? autodiff::rope_heads(qkv, col0, n, dh, rope_table) : autodiff::split_heads(qkv, col0, n, dh);
       };
-      Projections<T> p{heads(0, H), heads(H * dh, Hkv), autodiff::split_heads(qkv, (H + Hkv) * dh, Hkv, dh), Var<T>{}};
-      const Var<T> edited_v = edited(tape, p.v, nn::Site::Value, "key/value heads", ex);
+      Projections<T, Device> p{heads(0, H), heads(H * dh, Hkv), autodiff::split_heads(qkv, (H + Hkv) * dh, Hkv, dh),
+                               Var<T, Device>{}};
+      const Var<T, Device> edited_v = edited(tape, p.v, nn::Site::Value, "key/value heads", ex);
       const bool value_edited = edited_v.id != p.v.id;
       p.v = edited_v;  // what reads v sees the edit, VGA's gate included
       if constexpr (Gate::enabled) {
         if constexpr (Gate::source == gate::Source::FromAnchor) {
           p.gate = ex.gate_logits;
         } else {
-          Var<T> src = Gate::source == gate::Source::FromInput ? x
-                       : value_edited ? autodiff::merge_heads(p.v)
-                                      : slice(qkv, 2, (H + Hkv) * dh, (H + 2 * Hkv) * dh);
-          Var<T> lg = nn::project(tape, src, w_gate);
+          Var<T, Device> src = Gate::source == gate::Source::FromInput ? x
+                               : value_edited ? autodiff::merge_heads(p.v)
+                                              : slice(qkv, 2, (H + Hkv) * dh, (H + 2 * Hkv) * dh);
+          Var<T, Device> lg = nn::project(tape, src, w_gate);
           if (b_gate.value.defined()) lg = lg + tape.param(b_gate);
           p.gate = autodiff::split_heads(lg, 0, gate_heads, gate_channels);
         }
@@ -215,8 +219,8 @@ struct Attention {
         p.q = autodiff::rope(p.q, rope_table, 0);
         p.k = autodiff::rope(p.k, rope_table, 0);
       }
-      Var<T> o = edited(tape, core(tape, p, ex), nn::Site::HeadOutput, "query heads", ex);
-      Var<T> y = nn::project(tape, autodiff::merge_heads(o), w_o);
+      Var<T, Device> o = edited(tape, core(tape, p, ex), nn::Site::HeadOutput, "query heads", ex);
+      Var<T, Device> y = nn::project(tape, autodiff::merge_heads(o), w_o);
       if (ex.probe) ex.probe->output = y.value();
       return y;
     }
@@ -225,9 +229,9 @@ struct Attention {
     // Rebuilds a policy's Params<T> from the Parameters (which optimisers and checkpoint loads
     // may have replaced) and binds them on the tape in visiting order.
     template <class P>
-    P bind(Tape<T>& tape, std::vector<Parameter<T>>& ps, std::vector<Var<T>>& vars, P params) {
+    P bind(Tape<T, Device>& tape, std::vector<Parameter<T, Device>>& ps, std::vector<Var<T, Device>>& vars, P params) {
       std::size_t i = 0;
-      params.parameters([&](const char*, Tensor<T>& t) {
+      params.parameters([&](const char*, Tensor<T, Device>& t) {
         t = ps[i].value;
         vars.push_back(tape.param(ps[i]));
         ++i;
@@ -235,31 +239,31 @@ struct Attention {
       return params;
     }
 
-    using Call = autodiff::AttentionCall<Score, Gate, Value, Mask, T>;
+    using Call = autodiff::AttentionCall<Score, Gate, Value, Mask, T, Device>;
 
     // The policies and their parameters bound on the tape for one forward.
-    Call call(Tape<T>& tape, const Extras<T>& ex) {
+    Call call(Tape<T, Device>& tape, const Extras<T, Device>& ex) {
       Call c;
       c.score = pol.score;
       c.gate = pol.gate;
       c.value = pol.value;
       c.mask = pol.mask;
-      c.score_params = bind(tape, score_params, c.score_vars, pol.score.template make_params<T>(H));
-      c.value_params = bind(tape, value_params, c.value_vars, pol.value.template make_params<T>(Hkv));
+      c.score_params = bind(tape, score_params, c.score_vars, score::params_t<Score, T, Device>{});
+      c.value_params = bind(tape, value_params, c.value_vars, value::params_t<Value, T, Device>{});
       if (ex.kv_lengths) c.options.kv_lengths = *ex.kv_lengths;
       c.recorder = ex.probe;
       return c;
     }
 
-    Var<T> core(Tape<T>& tape, const Projections<T>& p, const Extras<T>& ex) {
+    Var<T, Device> core(Tape<T, Device>& tape, const Projections<T, Device>& p, const Extras<T, Device>& ex) {
       Call c = call(tape, ex);
       if (ex.interventions && !ex.interventions->empty()) {
         const std::vector<nn::Intervention>& ivs = *ex.interventions;
         const int64_t B = p.q.shape()[0], T_ = p.q.shape()[2], S = p.k.shape()[2];
-        c.weight_edit = nn::site_edit<T>(ivs, nn::Site::AttentionRow, Shape{B, H, T_, S}, name, "query heads");
+        c.weight_edit = nn::site_edit<T, Device>(ivs, nn::Site::AttentionRow, Shape{B, H, T_, S}, name, "query heads");
         if constexpr (Gate::enabled) {
-          c.gate_edit = nn::site_edit<T>(ivs, nn::Site::Gate, p.gate.shape(), name,
-                                         gate_on_values ? "key/value heads" : "query heads");
+          c.gate_edit = nn::site_edit<T, Device>(ivs, nn::Site::Gate, p.gate.shape(), name,
+                                                 gate_on_values ? "key/value heads" : "query heads");
         } else {
           for (const nn::Intervention& iv : ivs)
             SINKLAB_CHECK(iv.site != nn::Site::Gate, name, ": intervention ", iv.describe(),
@@ -273,14 +277,16 @@ struct Attention {
     }
 
     // x with this layer's interventions at `site` applied (x itself when there are none).
-    Var<T> edited(Tape<T>& tape, Var<T> x, nn::Site site, const char* heads_kind, const Extras<T>& ex) {
+    Var<T, Device> edited(Tape<T, Device>& tape, Var<T, Device> x, nn::Site site, const char* heads_kind,
+                          const Extras<T, Device>& ex) {
       if (!ex.interventions || ex.interventions->empty()) return x;
-      const autodiff::Edit<T> e = nn::site_edit<T>(*ex.interventions, site, x.shape(), name, heads_kind);
+      const autodiff::Edit<T, Device> e =
+          nn::site_edit<T, Device>(*ex.interventions, site, x.shape(), name, heads_kind);
       if (!e.active()) return x;
       return x * tape.constant(e.scale) + tape.constant(e.shift);
     }
 
-    Var<T> core_from_projection(Tape<T>& tape, Var<T> qkv, const Extras<T>& ex) {
+    Var<T, Device> core_from_projection(Tape<T, Device>& tape, Var<T, Device> qkv, const Extras<T, Device>& ex) {
       return autodiff::attention_from_projection(call(tape, ex), qkv, H, Hkv, dh, cfg.rope ? &rope_table : nullptr);
     }
   };

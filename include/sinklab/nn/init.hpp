@@ -19,6 +19,7 @@
 // has no fan-in make_tensor could know, and it throws naming the shape.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "sinklab/core/rng.hpp"
 #include "sinklab/core/tensor.hpp"
@@ -49,25 +50,30 @@ struct Init {
   Init for_bias(int64_t fan_in_) const { return kind == Kind::PyTorch ? fan_in(fan_in_) : zeros(); }
 };
 
-template <class T>
-Tensor<T> make_tensor(const Shape& shape, const Init& init, Rng& rng) {
-  Tensor<T> t = Tensor<T>::empty(shape);
-  switch (init.kind) {
-    case Init::Kind::Normal: rng.fill_normal(t, T(0), static_cast<T>(init.a)); break;
-    case Init::Kind::TruncatedNormal: rng.fill_truncated_normal(t, T(0), static_cast<T>(init.a)); break;
-    case Init::Kind::Uniform: rng.fill_uniform(t, static_cast<T>(-init.a), static_cast<T>(init.a)); break;
-    case Init::Kind::Constant: t.fill(static_cast<T>(init.a)); break;
-    case Init::Kind::PyTorch: {
-      SINKLAB_CHECK(shape.rank() == 2 && shape[0] > 0,
-                    "nn::make_tensor: Init::pytorch() treats a tensor as a Linear weight [in, out] "
-                    "(fan_in = shape[0]), but got shape ", shape,
-                    "; use Init::for_embedding() for a table or Init::for_bias(fan_in) for a bias");
-      const double bound = 1.0 / std::sqrt(static_cast<double>(shape[0]));
-      rng.fill_uniform(t, static_cast<T>(-bound), static_cast<T>(bound));
-      break;
+// Drawn on the host (the same values on every device), then copied to Device.
+template <class T, class Device = cpu>
+Tensor<T, Device> make_tensor(const Shape& shape, const Init& init, Rng& rng) {
+  if constexpr (!std::is_same_v<Device, cpu>) {
+    return make_tensor<T>(shape, init, rng).template to_device<Device>();
+  } else {
+    Tensor<T> t = Tensor<T>::empty(shape);
+    switch (init.kind) {
+      case Init::Kind::Normal: rng.fill_normal(t, T(0), static_cast<T>(init.a)); break;
+      case Init::Kind::TruncatedNormal: rng.fill_truncated_normal(t, T(0), static_cast<T>(init.a)); break;
+      case Init::Kind::Uniform: rng.fill_uniform(t, static_cast<T>(-init.a), static_cast<T>(init.a)); break;
+      case Init::Kind::Constant: t.fill(static_cast<T>(init.a)); break;
+      case Init::Kind::PyTorch: {
+        SINKLAB_CHECK(shape.rank() == 2 && shape[0] > 0,
+                      "nn::make_tensor: Init::pytorch() treats a tensor as a Linear weight [in, out] "
+                      "(fan_in = shape[0]), but got shape ", shape,
+                      "; use Init::for_embedding() for a table or Init::for_bias(fan_in) for a bias");
+        const double bound = 1.0 / std::sqrt(static_cast<double>(shape[0]));
+        rng.fill_uniform(t, static_cast<T>(-bound), static_cast<T>(bound));
+        break;
+      }
     }
+    return t;
   }
-  return t;
 }
 
 }  // namespace sinklab::nn

@@ -81,9 +81,10 @@ struct Intervention {
 
 // The edit of one site's tensor [B, heads, tokens, width] from the interventions at that site
 // (scale 1 and shift 0 where none acts); inactive when none does. `where` names the layer in errors.
-template <class T>
-autodiff::Edit<T> site_edit(const std::vector<Intervention>& list, Site site, const Shape& shape, const std::string& where,
-                           const char* heads_kind) {
+// Written on the host, then copied to the model's device.
+template <class T, class Device = cpu>
+autodiff::Edit<T, Device> site_edit(const std::vector<Intervention>& list, Site site, const Shape& shape,
+                                    const std::string& where, const char* heads_kind) {
   autodiff::Edit<T> e;
   const int64_t B = shape[0], heads = shape[1], tokens = shape[2], width = shape[3];
   for (const Intervention& iv : list) {
@@ -110,7 +111,12 @@ autodiff::Edit<T> site_edit(const std::vector<Intervention>& list, Site site, co
       }
     }
   }
-  return e;
+  if constexpr (std::is_same_v<Device, cpu>) {
+    return e;
+  } else {
+    if (!e.active()) return {};
+    return {e.scale.template to_device<Device>(), e.shift.template to_device<Device>()};
+  }
 }
 
 }  // namespace sinklab::nn

@@ -56,37 +56,37 @@ struct ModelConfig {
 
 // What a probe saw in one layer. Activations are [B, T, D] (tokens included); gradients are
 // filled after backward() when ModelProbe::gradients is set.
-template <class T>
+template <class T, class Device = cpu>
 struct LayerRecord {
-  autodiff::AttentionRecorder<T> attn;
-  Tensor<T> input;       // h, the residual stream entering the layer
-  Tensor<T> attn_in;     // h̃ = norm(h), the attention's input
-  Tensor<T> attn_out;    // the attention branch's output (its update to the stream)
-  Tensor<T> mid;         // h + attn_out (after clipping, if any)
-  Tensor<T> ffn_in;      // norm(mid)
-  Tensor<T> ffn_out;     // the FFN branch's output
-  Tensor<T> output;      // the residual stream leaving the layer
-  Tensor<T> grad_input, grad_attn_in, grad_attn_out, grad_mid, grad_ffn_in, grad_ffn_out, grad_output;
+  autodiff::AttentionRecorder<T, Device> attn;
+  Tensor<T, Device> input;     // h, the residual stream entering the layer
+  Tensor<T, Device> attn_in;   // h̃ = norm(h), the attention's input
+  Tensor<T, Device> attn_out;  // the attention branch's output (its update to the stream)
+  Tensor<T, Device> mid;       // h + attn_out (after clipping, if any)
+  Tensor<T, Device> ffn_in;    // norm(mid)
+  Tensor<T, Device> ffn_out;   // the FFN branch's output
+  Tensor<T, Device> output;    // the residual stream leaving the layer
+  Tensor<T, Device> grad_input, grad_attn_in, grad_attn_out, grad_mid, grad_ffn_in, grad_ffn_out, grad_output;
 };
 
-template <class T>
+template <class T, class Device = cpu>
 struct ModelProbe {
   bool attention = true;   // record attention maps (takes the materialised T×T path)
   bool gradients = false;  // record gradients of the residual stream and branches
   std::vector<Intervention> interventions;  // edits applied during the probed pass (nn/intervention.hpp)
-  Tensor<T> embeddings;    // [B, T, D] input of the first layer (after positions and tokens)
-  Tensor<T> final_hidden;  // [B, T, D] after the final norm
-  std::vector<LayerRecord<T>> layers;
+  Tensor<T, Device> embeddings;             // [B, T, D] input of the first layer (after positions and tokens)
+  Tensor<T, Device> final_hidden;           // [B, T, D] after the final norm
+  std::vector<LayerRecord<T, Device>> layers;
 };
 
 template <class Block, class Attn, class FFN>
 struct Layer {
   using norm_policy = typename Block::norm_policy;
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    typename norm_policy::template Module<T> attn_norm, ffn_norm;
-    typename Attn::template Module<T> attn;
-    typename FFN::template Module<T> ffn;
+    nn::module_t<norm_policy, T, Device> attn_norm, ffn_norm;
+    nn::module_t<Attn, T, Device> attn;
+    nn::module_t<FFN, T, Device> ffn;
     double residual_clip = 0.0;
     std::string after_attn, after_ffn;  // names of the residual-stream points (nn::stream_point)
 
@@ -102,26 +102,29 @@ struct Layer {
           after_attn(join_name(prefix, "residual.attn")),
           after_ffn(join_name(prefix, "residual.ffn")) {}
 
-    Var<T> forward(Tape<T>& tape, Var<T> h, const ::sinklab::attn::Extras<T>& extras, LayerRecord<T>* rec, bool grads) {
-      auto watch = [&](Var<T> v, Tensor<T> LayerRecord<T>::*value, Tensor<T> LayerRecord<T>::*grad) {
+    Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> h, const ::sinklab::attn::Extras<T, Device>& extras,
+                           LayerRecord<T, Device>* rec, bool grads) {
+      auto watch = [&](Var<T, Device> v, Tensor<T, Device> LayerRecord<T, Device>::*value,
+                       Tensor<T, Device> LayerRecord<T, Device>::*grad) {
         if (!rec) return;
         (*rec).*value = v.value();
-        if (grads && v.requires_grad()) v.register_hook([rec, grad](Tensor<T>& g) { (*rec).*grad = g.clone(); });
+        if (grads && v.requires_grad())
+          v.register_hook([rec, grad](Tensor<T, Device>& g) { (*rec).*grad = g.clone(); });
       };
       using autodiff::profile::Label;
-      watch(h, &LayerRecord<T>::input, &LayerRecord<T>::grad_input);
-      Var<T> a_in = (Label("attn_norm"), attn_norm(tape, h));
-      watch(a_in, &LayerRecord<T>::attn_in, &LayerRecord<T>::grad_attn_in);
-      Var<T> a = (Label("attn"), attn.forward(tape, a_in, extras));
-      watch(a, &LayerRecord<T>::attn_out, &LayerRecord<T>::grad_attn_out);
-      Var<T> mid = stream_point(tape, (Label("residual"), clip(h + a)), after_attn);
-      watch(mid, &LayerRecord<T>::mid, &LayerRecord<T>::grad_mid);
-      Var<T> f_in = (Label("ffn_norm"), ffn_norm(tape, mid));
-      watch(f_in, &LayerRecord<T>::ffn_in, &LayerRecord<T>::grad_ffn_in);
-      Var<T> f = (Label("ffn"), ffn(tape, f_in));
-      watch(f, &LayerRecord<T>::ffn_out, &LayerRecord<T>::grad_ffn_out);
-      Var<T> out = stream_point(tape, (Label("residual"), clip(mid + f)), after_ffn);
-      watch(out, &LayerRecord<T>::output, &LayerRecord<T>::grad_output);
+      watch(h, &LayerRecord<T, Device>::input, &LayerRecord<T, Device>::grad_input);
+      Var<T, Device> a_in = (Label("attn_norm"), attn_norm(tape, h));
+      watch(a_in, &LayerRecord<T, Device>::attn_in, &LayerRecord<T, Device>::grad_attn_in);
+      Var<T, Device> a = (Label("attn"), attn.forward(tape, a_in, extras));
+      watch(a, &LayerRecord<T, Device>::attn_out, &LayerRecord<T, Device>::grad_attn_out);
+      Var<T, Device> mid = stream_point(tape, (Label("residual"), clip(h + a)), after_attn);
+      watch(mid, &LayerRecord<T, Device>::mid, &LayerRecord<T, Device>::grad_mid);
+      Var<T, Device> f_in = (Label("ffn_norm"), ffn_norm(tape, mid));
+      watch(f_in, &LayerRecord<T, Device>::ffn_in, &LayerRecord<T, Device>::grad_ffn_in);
+      Var<T, Device> f = (Label("ffn"), ffn(tape, f_in));
+      watch(f, &LayerRecord<T, Device>::ffn_out, &LayerRecord<T, Device>::grad_ffn_out);
+      Var<T, Device> out = stream_point(tape, (Label("residual"), clip(mid + f)), after_ffn);
+      watch(out, &LayerRecord<T, Device>::output, &LayerRecord<T, Device>::grad_output);
       return out;
     }
 
@@ -134,7 +137,7 @@ struct Layer {
     }
 
    private:
-    Var<T> clip(Var<T> x) const { return residual_clip > 0 ? autodiff::clip(x, residual_clip) : x; }
+    Var<T, Device> clip(Var<T, Device> x) const { return residual_clip > 0 ? autodiff::clip(x, residual_clip) : x; }
   };
 };
 
@@ -145,10 +148,10 @@ struct LayerStack {
   static_assert(mix::is_policy_v<Mix>, "nn::LayerStack: Mix must be a sinklab::mix policy");
   using layer_type = Layer<Block, Attn, FFN>;
 
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    typename Mix::template Module<T> mixer;
-    std::vector<typename layer_type::template Module<T>> layers;
+    nn::module_t<Mix, T, Device> mixer;
+    std::vector<nn::module_t<layer_type, T, Device>> layers;
 
     Module() = default;
     // Layers "<model>.layers.<i>", then the mixer "<model>.mix" (it needs the layers' shapes).
@@ -158,13 +161,13 @@ struct LayerStack {
       for (int64_t i = 0; i < cfg.layers; ++i)
         layers.emplace_back(join_name(model, "layers." + std::to_string(i)), acfg, cfg, rng, pol);
       const auto& a0 = layers[0].attn;
-      mixer = typename Mix::template Module<T>(
+      mixer = nn::module_t<Mix, T, Device>(
           join_name(model, "mix"),
           mix::Dims{cfg.d_model, cfg.layers, a0.H, a0.Hkv, a0.dh, a0.gate_heads, a0.gate_channels}, rng, mix_opts);
     }
 
-    Var<T> forward(Tape<T>& tape, Var<T> h, ModelProbe<T>* probe = nullptr,
-                   const Tensor<int64_t>* kv_lengths = nullptr) {
+    Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> h, ModelProbe<T, Device>* probe = nullptr,
+                           const Tensor<int64_t>* kv_lengths = nullptr) {
       using autodiff::profile::Label;
       {
         const Label section("mix");
@@ -184,11 +187,11 @@ struct LayerStack {
         }
       }
       for (std::size_t i = 0; i < layers.size(); ++i) {
-        ::sinklab::attn::Extras<T> ex;
+        ::sinklab::attn::Extras<T, Device> ex;
         ex.kv_lengths = kv_lengths;
         if (!edits.empty()) ex.interventions = &edits[i];
         ex.mix = mixer.hook(static_cast<int64_t>(i));
-        LayerRecord<T>* rec = probe ? &probe->layers[i] : nullptr;
+        LayerRecord<T, Device>* rec = probe ? &probe->layers[i] : nullptr;
         if (rec && probe->attention) ex.probe = &rec->attn;
         const Label section("layers", static_cast<int64_t>(i));
         h = layers[i].forward(tape, h, ex, rec, probe && probe->gradients);

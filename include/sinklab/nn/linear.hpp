@@ -16,10 +16,10 @@
 
 namespace sinklab::nn {
 
-template <class T>
+template <class T, class Device = cpu>
 struct Linear {
-  Parameter<T> weight;  // [in, out]
-  Parameter<T> bias;    // [out], undefined when bias = false
+  Parameter<T, Device> weight;  // [in, out]
+  Parameter<T, Device> bias;    // [out], undefined when bias = false
   int64_t in = 0, out = 0;
   std::string name;
 
@@ -28,14 +28,15 @@ struct Linear {
          bool with_bias = false)
       : in(in_features), out(out_features), name(std::move(prefix)) {
     SINKLAB_CHECK(in > 0 && out > 0, "Linear '", name, "': features must be positive, got in=", in, " out=", out);
-    weight = Parameter<T>(join_name(name, "weight"), make_tensor<T>({in, out}, init, rng));
-    if (with_bias) bias = Parameter<T>(join_name(name, "bias"), make_tensor<T>({out}, init.for_bias(in), rng));
+    weight = Parameter<T, Device>(join_name(name, "weight"), make_tensor<T, Device>({in, out}, init, rng));
+    if (with_bias)
+      bias = Parameter<T, Device>(join_name(name, "bias"), make_tensor<T, Device>({out}, init.for_bias(in), rng));
   }
 
   bool has_bias() const { return bias.value.defined(); }
 
   // x [..., in] → [..., out]
-  autodiff::Var<T> operator()(autodiff::Tape<T>& tape, autodiff::Var<T> x) {
+  autodiff::Var<T, Device> operator()(autodiff::Tape<T, Device>& tape, autodiff::Var<T, Device> x) {
     SINKLAB_CHECK(x.rank() >= 1 && x.shape()[-1] == in, "Linear '", name, "': input of shape ", x.shape(),
                   " has last axis ", (x.rank() ? x.shape()[-1] : 0), ", expected ", in);
     auto y = x.rank() == 1 ? reshape(project(tape, reshape(x, {1, in}), weight), {out}) : project(tape, x, weight);
@@ -49,9 +50,9 @@ struct Linear {
   }
 };
 
-template <class T>
+template <class T, class Device = cpu>
 struct Embedding {
-  Parameter<T> weight;  // [vocab, dim]
+  Parameter<T, Device> weight;  // [vocab, dim]
   int64_t vocab = 0, dim = 0;
   std::string name;
 
@@ -60,10 +61,11 @@ struct Embedding {
       : vocab(vocab_size), dim(d), name(std::move(prefix)) {
     SINKLAB_CHECK(vocab > 0 && dim > 0, "Embedding '", name, "': sizes must be positive, got vocab=", vocab,
                   " dim=", dim);
-    weight = Parameter<T>(join_name(name, "weight"), make_tensor<T>({vocab, dim}, init.for_embedding(), rng));
+    weight = Parameter<T, Device>(join_name(name, "weight"),
+                                  make_tensor<T, Device>({vocab, dim}, init.for_embedding(), rng));
   }
 
-  autodiff::Var<T> operator()(autodiff::Tape<T>& tape, const Tensor<int32_t>& ids) {
+  autodiff::Var<T, Device> operator()(autodiff::Tape<T, Device>& tape, const Tensor<int32_t, Device>& ids) {
     return autodiff::embedding(tape.param(weight), ids);
   }
 

@@ -55,18 +55,19 @@ struct Dims {
   int64_t gate_heads = 0, gate_channels = 0;  // 0 when the attention has no gate
 };
 
-template <class T>
-using Hook = std::function<void(Tape<T>&, Var<T>, attn::Projections<T>&)>;
+template <class T, class Device = cpu>
+using Hook = std::function<void(Tape<T, Device>&, Var<T, Device>, attn::Projections<T, Device>&)>;
 
 struct None {
   static constexpr const char* name = "None";
   struct Options {};
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
     Module() = default;
     Module(std::string, const Dims&, Rng&, const Options& = {}) {}
-    void begin(autodiff::Tape<T>&, autodiff::Var<T> /*embeddings*/) {}
-    std::function<void(autodiff::Tape<T>&, autodiff::Var<T>, attn::Projections<T>&)> hook(int64_t /*layer*/) {
+    void begin(autodiff::Tape<T, Device>&, autodiff::Var<T, Device> /*embeddings*/) {}
+    std::function<void(autodiff::Tape<T, Device>&, autodiff::Var<T, Device>, attn::Projections<T, Device>&)> hook(
+        int64_t /*layer*/) {
       return {};
     }
     template <class V>
@@ -134,10 +135,10 @@ inline void check_dims(const char* who, const std::string& name, const Dims& d) 
 }
 
 // One layer's mixing coefficients (and its dynamic-mixing MLP).
-template <class T>
+template <class T, class Device = cpu>
 struct LayerCoeffs {
-  std::array<std::array<Parameter<T>, 2>, 4> lambda;  // [component][term]; undefined when not mixed
-  nn::Linear<T> fc1, fc2;
+  std::array<std::array<Parameter<T, Device>, 2>, 4> lambda;  // [component][term]; undefined when not mixed
+  nn::Linear<T, Device> fc1, fc2;
   bool dynamic = false;
 
   template <class V>
@@ -154,7 +155,7 @@ struct LayerCoeffs {
 
 // What NuResFormer and ExoFormer share: which components are mixed, the anchors of this
 // forward, their norms, and per-layer coefficients for layers [first_layer, layers).
-template <class T, class Gran, class Mode, class AnchorNorm>
+template <class T, class Gran, class Mode, class AnchorNorm, class Device = cpu>
 struct AnchorMixer {
   static_assert(norm::is_policy_v<AnchorNorm>, "mix: the anchor norm must be a sinklab::norm policy");
   static constexpr Granularity granularity = Gran::value;
@@ -167,9 +168,9 @@ struct AnchorMixer {
   int64_t first_layer = 0;
   std::array<bool, 4> on{};
   std::array<bool, 4> normed{};                              // which anchors are normalised
-  std::array<norm::module_t<AnchorNorm, T>, 4> anchor_norm;  // over channels, per head
-  std::array<Var<T>, 4> anchors;            // this forward's (normalised) anchors
-  std::vector<LayerCoeffs<T>> coeffs;       // layers first_layer .. layers − 1
+  std::array<norm::module_t<AnchorNorm, T, Device>, 4> anchor_norm;  // over channels, per head
+  std::array<Var<T, Device>, 4> anchors;                             // this forward's (normalised) anchors
+  std::vector<LayerCoeffs<T, Device>> coeffs;                        // layers first_layer .. layers − 1
 
   AnchorMixer() = default;
   AnchorMixer(const char* k, std::string prefix, const Dims& d, Rng& rng, const AnchorOptions& o, int64_t first)
@@ -183,35 +184,36 @@ struct AnchorMixer {
     for (int c = 0; c < 4; ++c)
       if (on[c] && opts.normalize_anchor && part(dims, c).channels > 1) {
         normed[c] = true;
-        anchor_norm[c] = norm::module_t<AnchorNorm, T>(nn::join_name(name, std::string("anchor_") + kComponent[c] + "_norm"),
-                                                       part(dims, c).channels, rng, norm::Options{.eps = opts.eps});
+        anchor_norm[c] =
+            norm::module_t<AnchorNorm, T, Device>(nn::join_name(name, std::string("anchor_") + kComponent[c] + "_norm"),
+                                                  part(dims, c).channels, rng, norm::Options{.eps = opts.eps});
       }
     const int64_t width = dims.gate_heads > 0 ? 8 : 6;
     coeffs.resize(static_cast<std::size_t>(std::max<int64_t>(dims.layers - first_layer, 0)));
     for (int64_t n = first_layer; n < dims.layers; ++n) {
-      LayerCoeffs<T>& lc = coeffs[static_cast<std::size_t>(n - first_layer)];
+      LayerCoeffs<T, Device>& lc = coeffs[static_cast<std::size_t>(n - first_layer)];
       const std::string lp = nn::join_name(name, "layers." + std::to_string(n));
       for (int c = 0; c < 4; ++c)
         if (on[c])
           for (int i = 0; i < 2; ++i)
-            lc.lambda[c][i] =
-                Parameter<T>(nn::join_name(lp, std::string("lambda_") + kComponent[c] + std::to_string(i + 1)),
-                             Tensor<T>::full(coeff_shape(granularity, part(dims, c)), static_cast<T>(init)));
+            lc.lambda[c][i] = Parameter<T, Device>(
+                nn::join_name(lp, std::string("lambda_") + kComponent[c] + std::to_string(i + 1)),
+                Tensor<T, Device>::full(coeff_shape(granularity, part(dims, c)), static_cast<T>(init)));
       if constexpr (dynamic) {
         lc.dynamic = true;
-        lc.fc1 =
-            nn::Linear<T>(nn::join_name(lp, "dynamic.fc1"), dims.d_model, opts.dynamic_hidden, rng, opts.init, false);
-        lc.fc2 =
-            nn::Linear<T>(nn::join_name(lp, "dynamic.fc2"), opts.dynamic_hidden, width, rng, nn::Init::zeros(), true);
+        lc.fc1 = nn::Linear<T, Device>(nn::join_name(lp, "dynamic.fc1"), dims.d_model, opts.dynamic_hidden, rng,
+                                       opts.init, false);
+        lc.fc2 = nn::Linear<T, Device>(nn::join_name(lp, "dynamic.fc2"), opts.dynamic_hidden, width, rng,
+                                       nn::Init::zeros(), true);
       }
     }
   }
 
-  Var<T> normalize(Tape<T>& tape, int c, Var<T> s) {
+  Var<T, Device> normalize(Tape<T, Device>& tape, int c, Var<T, Device> s) {
     return normed[c] ? anchor_norm[c](tape, s) : s;
   }
 
-  static Var<T>& slot(attn::Projections<T>& p, int c) {
+  static Var<T, Device>& slot(attn::Projections<T, Device>& p, int c) {
     switch (c) {
       case 0:
         return p.q;
@@ -224,18 +226,18 @@ struct AnchorMixer {
     }
   }
 
-  void mix_layer(Tape<T>& tape, Var<T> x, attn::Projections<T>& p, int64_t layer) {
+  void mix_layer(Tape<T, Device>& tape, Var<T, Device> x, attn::Projections<T, Device>& p, int64_t layer) {
     SINKLAB_CHECK(layer >= first_layer && layer < dims.layers, kind, " '", name, "': layer ", layer,
                   " has no mixing coefficients (layers ", first_layer, "..", dims.layers - 1, ")");
-    LayerCoeffs<T>& lc = coeffs[static_cast<std::size_t>(layer - first_layer)];
-    Var<T> gamma;
+    LayerCoeffs<T, Device>& lc = coeffs[static_cast<std::size_t>(layer - first_layer)];
+    Var<T, Device> gamma;
     if constexpr (dynamic) gamma = autodiff::sigmoid(lc.fc2(tape, autodiff::gelu(lc.fc1(tape, x))));
     for (int c = 0; c < 4; ++c) {
       if (!on[c]) continue;
-      const Var<T> a = anchors[c];
+      const Var<T, Device> a = anchors[c];
       SINKLAB_CHECK(a.defined() && a.tape == &tape, kind, " '", name, "': no ", kComponent[c],
                     " anchor on this tape for layer ", layer, " (begin() must run first in the same forward)");
-      Var<T>& s = slot(p, c);
+      Var<T, Device>& s = slot(p, c);
       SINKLAB_CHECK(!s.defined() || s.shape() == a.shape(), kind, " '", name, "': layer ", layer, "'s ", kComponent[c],
                     " of shape ", s.defined() ? s.shape() : Shape{}, " does not match the anchor ", a.shape());
       s = mix_pair(a, s, tape.param(lc.lambda[c][0]), tape.param(lc.lambda[c][1]), granularity, gamma, 2 * c,
@@ -264,13 +266,13 @@ struct ResFormerOptions {
 struct ResFormer {
   static constexpr const char* name = "ResFormer";
   using Options = ResFormerOptions;
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
     Options opts;
     std::string name;
     int64_t layers = 0;
-    std::vector<std::array<Parameter<T>, 2>> lambda;  // layers 1 .. L−1 when learnable
-    Var<T> v1;
+    std::vector<std::array<Parameter<T, Device>, 2>> lambda;  // layers 1 .. L−1 when learnable
+    Var<T, Device> v1;
 
     Module() = default;
     Module(std::string prefix, const Dims& d, Rng& /*rng*/, const Options& o = {})
@@ -279,25 +281,26 @@ struct ResFormer {
       if (opts.learnable)
         for (int64_t n = 1; n < layers; ++n) {
           const std::string lp = nn::join_name(name, "layers." + std::to_string(n));
-          lambda.push_back(
-              {Parameter<T>(nn::join_name(lp, "lambda_v1"), Tensor<T>::full({1}, static_cast<T>(opts.lambda1))),
-               Parameter<T>(nn::join_name(lp, "lambda_v2"), Tensor<T>::full({1}, static_cast<T>(opts.lambda2)))});
+          lambda.push_back({Parameter<T, Device>(nn::join_name(lp, "lambda_v1"),
+                                                 Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda1))),
+                            Parameter<T, Device>(nn::join_name(lp, "lambda_v2"),
+                                                 Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda2)))});
         }
     }
-    void begin(Tape<T>&, Var<T>) { v1 = Var<T>{}; }
-    Hook<T> hook(int64_t layer) {
-      if (layer == 0) return [this](Tape<T>&, Var<T>, attn::Projections<T>& p) { v1 = p.v; };
-      return [this, layer](Tape<T>& tape, Var<T>, attn::Projections<T>& p) {
+    void begin(Tape<T, Device>&, Var<T, Device>) { v1 = Var<T, Device>{}; }
+    Hook<T, Device> hook(int64_t layer) {
+      if (layer == 0) return [this](Tape<T, Device>&, Var<T, Device>, attn::Projections<T, Device>& p) { v1 = p.v; };
+      return [this, layer](Tape<T, Device>& tape, Var<T, Device>, attn::Projections<T, Device>& p) {
         SINKLAB_CHECK(v1.defined() && v1.tape == &tape, "ResFormer '", name, "': layer ", layer,
                       " runs before layer 0 captured V_1 in this forward");
-        Var<T> l1, l2;
+        Var<T, Device> l1, l2;
         if (opts.learnable) {
           auto& pair = lambda[static_cast<std::size_t>(layer - 1)];
           l1 = tape.param(pair[0]);
           l2 = tape.param(pair[1]);
         } else {
-          l1 = tape.constant(Tensor<T>::full({1}, static_cast<T>(opts.lambda1)));
-          l2 = tape.constant(Tensor<T>::full({1}, static_cast<T>(opts.lambda2)));
+          l1 = tape.constant(Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda1)));
+          l2 = tape.constant(Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda2)));
         }
         p.v = mix_pair(v1, p.v, l1, l2, Granularity::Scalar);
       };
@@ -317,27 +320,29 @@ template <class Gran = per_element, class Mode = Static, class AnchorNorm = norm
 struct NuResFormer {
   static constexpr const char* name = "NuResFormer";
   using Options = AnchorOptions;
-  template <class T>
-  struct Module : detail::AnchorMixer<T, Gran, Mode, AnchorNorm> {
-    using Base = detail::AnchorMixer<T, Gran, Mode, AnchorNorm>;
+  template <class T, class Device = cpu>
+  struct Module : detail::AnchorMixer<T, Gran, Mode, AnchorNorm, Device> {
+    using Base = detail::AnchorMixer<T, Gran, Mode, AnchorNorm, Device>;
     Module() = default;
     Module(std::string prefix, const Dims& d, Rng& rng, const Options& o = {})
         : Base("NuResFormer", std::move(prefix), d, rng, o, 1) {}
 
-    void begin(Tape<T>&, Var<T>) { this->anchors = {}; }
-    Hook<T> hook(int64_t layer) {
+    void begin(Tape<T, Device>&, Var<T, Device>) { this->anchors = {}; }
+    Hook<T, Device> hook(int64_t layer) {
       if (layer == 0)
-        return [this](Tape<T>& tape, Var<T>, attn::Projections<T>& p) {
+        return [this](Tape<T, Device>& tape, Var<T, Device>, attn::Projections<T, Device>& p) {
           for (int c = 0; c < 4; ++c) {
             if (!this->on[c]) continue;
-            Var<T> s = Base::slot(p, c);
+            Var<T, Device> s = Base::slot(p, c);
             SINKLAB_CHECK(s.defined(), "NuResFormer '", this->name, "': layer 0 has no ", detail::kComponent[c],
                           " projection to serve as the anchor (gate::FromAnchor gates need ExoFormer, or set "
                           "Options::g = false)");
             this->anchors[c] = this->normalize(tape, c, s);
           }
         };
-      return [this, layer](Tape<T>& tape, Var<T> x, attn::Projections<T>& p) { this->mix_layer(tape, x, p, layer); };
+      return [this, layer](Tape<T, Device>& tape, Var<T, Device> x, attn::Projections<T, Device>& p) {
+        this->mix_layer(tape, x, p, layer);
+      };
     }
     template <class V>
     void parameters(V&& visit) {
@@ -351,10 +356,10 @@ template <class Gran = per_element, class Mode = Static, class AnchorNorm = norm
 struct ExoFormer {
   static constexpr const char* name = "ExoFormer";
   using Options = AnchorOptions;
-  template <class T>
-  struct Module : detail::AnchorMixer<T, Gran, Mode, AnchorNorm> {
-    using Base = detail::AnchorMixer<T, Gran, Mode, AnchorNorm>;
-    nn::Linear<T> anchor_proj;      // [d_model, columns of the mixed components]
+  template <class T, class Device = cpu>
+  struct Module : detail::AnchorMixer<T, Gran, Mode, AnchorNorm, Device> {
+    using Base = detail::AnchorMixer<T, Gran, Mode, AnchorNorm, Device>;
+    nn::Linear<T, Device> anchor_proj;  // [d_model, columns of the mixed components]
     std::array<int64_t, 4> col0{};  // where each component's columns start
 
     Module() = default;
@@ -366,15 +371,16 @@ struct ExoFormer {
         if (this->on[c]) cols += detail::part(d, c).heads * detail::part(d, c).channels;
       }
       SINKLAB_CHECK(cols > 0, "ExoFormer '", this->name, "': no component to mix (q, k, v and g all off)");
-      anchor_proj = nn::Linear<T>(nn::join_name(this->name, "anchor_proj"), d.d_model, cols, rng, o.init, false);
+      anchor_proj =
+          nn::Linear<T, Device>(nn::join_name(this->name, "anchor_proj"), d.d_model, cols, rng, o.init, false);
     }
 
     // embeddings [B, T, d_model] → the four normalised anchors [B, heads, T, channels].
-    void begin(Tape<T>& tape, Var<T> embeddings) {
+    void begin(Tape<T, Device>& tape, Var<T, Device> embeddings) {
       SINKLAB_CHECK(embeddings.defined() && embeddings.rank() == 3 && embeddings.shape()[2] == this->dims.d_model,
                     "ExoFormer '", this->name, "': embeddings of shape ",
                     embeddings.defined() ? embeddings.shape() : Shape{}, ", expected [B, T, ", this->dims.d_model, "]");
-      Var<T> a = anchor_proj(tape, embeddings);
+      Var<T, Device> a = anchor_proj(tape, embeddings);
       this->anchors = {};
       for (int c = 0; c < 4; ++c)
         if (this->on[c]) {
@@ -382,8 +388,10 @@ struct ExoFormer {
           this->anchors[c] = this->normalize(tape, c, autodiff::split_heads(a, col0[c], pt.heads, pt.channels));
         }
     }
-    Hook<T> hook(int64_t layer) {
-      return [this, layer](Tape<T>& tape, Var<T> x, attn::Projections<T>& p) { this->mix_layer(tape, x, p, layer); };
+    Hook<T, Device> hook(int64_t layer) {
+      return [this, layer](Tape<T, Device>& tape, Var<T, Device> x, attn::Projections<T, Device>& p) {
+        this->mix_layer(tape, x, p, layer);
+      };
     }
     template <class V>
     void parameters(V&& visit) {
@@ -393,7 +401,7 @@ struct ExoFormer {
   };
 };
 
-// What a mixing policy provides: a name, an Options type and a Module<T> built from (prefix,
+// What a mixing policy provides: a name, an Options type and a Module<T, Device> built from (prefix,
 // Dims, rng, Options) with begin(tape, embeddings) once per forward and hook(layer) giving each
 // attention layer's mixing hook (empty for layers it leaves alone).
 template <class P>
@@ -403,7 +411,7 @@ concept Policy = requires { { P::name } -> std::convertible_to<const char*>; typ
                  requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
                    m.begin(t, x);
                    { m.hook(int64_t{0}) } -> std::convertible_to<Hook<float>>;
-                   m.parameters([](Parameter<float>&) {});
+                   m.parameters(nn::detail::VisitParameter{});
                  };
 
 template <class P>

@@ -7,9 +7,9 @@
 //   DyT             y = γ ⊙ tanh(α·x) + β, α a scalar                    α init 0.5, γ = 1, β = 0
 //   GatedDyT        GatedNorm<DyT>
 //
-// A policy is a small struct; its module for value type T is `P::Module<T>` (nn convention:
+// A policy is a small struct; its module for value type T is `P::Module<T, Device>` (nn convention:
 // owns Parameters, lists them via parameters(visit), called as norm(tape, x)), built with
-// (prefix, dim, rng, norm::Options). norm::module_t<P, T> names it.
+// (prefix, dim, rng, norm::Options). norm::module_t<P, T, Device> names it.
 //
 // GatedNorm's init is not given by the paper (nor whether W_down/W_up have biases). We use no
 // biases (the paper writes plain W_down, W_up, and its 3.7M-parameter count for a 2B model
@@ -46,8 +46,8 @@ struct Options {
 };
 
 namespace detail {
-template <class T>
-void check_last_axis(const char* kind, const std::string& name, Var<T> x, int64_t dim) {
+template <class T, class Device = cpu>
+void check_last_axis(const char* kind, const std::string& name, Var<T, Device> x, int64_t dim) {
   SINKLAB_CHECK(x.defined(), kind, " '", name, "': undefined input");
   SINKLAB_CHECK(x.rank() >= 1 && x.shape()[-1] == dim, kind, " '", name, "': input of shape ", x.shape(),
                 " has last axis ", (x.rank() ? x.shape()[-1] : 0), ", expected ", dim);
@@ -58,9 +58,9 @@ void check_last_axis(const char* kind, const std::string& name, Var<T> x, int64_
 
 struct RMS {
   static constexpr const char* name = "RMS";
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    Parameter<T> weight;  // [dim], the gain λ
+    Parameter<T, Device> weight;  // [dim], the gain λ
     int64_t dim = 0;
     double eps = autodiff::kRmsEps;
     std::string name;
@@ -69,9 +69,9 @@ struct RMS {
     Module(std::string prefix, int64_t d, Rng& /*rng*/, const Options& opts = {})
         : dim(d), eps(opts.eps.value_or(autodiff::kRmsEps)), name(std::move(prefix)) {
       SINKLAB_CHECK(dim > 0, "RMS norm '", name, "': dim must be positive, got ", dim);
-      weight = Parameter<T>(nn::join_name(name, "weight"), Tensor<T>::ones({dim}));
+      weight = Parameter<T, Device>(nn::join_name(name, "weight"), Tensor<T, Device>::ones({dim}));
     }
-    Var<T> operator()(Tape<T>& tape, Var<T> x) {
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x) {
       detail::check_last_axis("RMS norm", name, x, dim);
       return autodiff::rms_norm(x, tape.param(weight), eps);
     }
@@ -84,10 +84,10 @@ struct RMS {
 
 struct LayerNorm {
   static constexpr const char* name = "LayerNorm";
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    Parameter<T> weight;  // [dim]
-    Parameter<T> bias;    // [dim]
+    Parameter<T, Device> weight;  // [dim]
+    Parameter<T, Device> bias;    // [dim]
     int64_t dim = 0;
     double eps = autodiff::kLayerNormEps;
     std::string name;
@@ -96,10 +96,10 @@ struct LayerNorm {
     Module(std::string prefix, int64_t d, Rng& /*rng*/, const Options& opts = {})
         : dim(d), eps(opts.eps.value_or(autodiff::kLayerNormEps)), name(std::move(prefix)) {
       SINKLAB_CHECK(dim > 0, "LayerNorm '", name, "': dim must be positive, got ", dim);
-      weight = Parameter<T>(nn::join_name(name, "weight"), Tensor<T>::ones({dim}));
-      bias = Parameter<T>(nn::join_name(name, "bias"), Tensor<T>::zeros({dim}));
+      weight = Parameter<T, Device>(nn::join_name(name, "weight"), Tensor<T, Device>::ones({dim}));
+      bias = Parameter<T, Device>(nn::join_name(name, "bias"), Tensor<T, Device>::zeros({dim}));
     }
-    Var<T> operator()(Tape<T>& tape, Var<T> x) {
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x) {
       detail::check_last_axis("LayerNorm", name, x, dim);
       return autodiff::layer_norm(x, tape.param(weight), tape.param(bias), eps);
     }
@@ -113,10 +113,10 @@ struct LayerNorm {
 
 struct PreAffineRMS {
   static constexpr const char* name = "PreAffineRMS";
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    Parameter<T> pre_weight;  // [dim], λ₁ applied before the norm
-    Parameter<T> weight;      // [dim], the usual gain λ
+    Parameter<T, Device> pre_weight;  // [dim], λ₁ applied before the norm
+    Parameter<T, Device> weight;      // [dim], the usual gain λ
     int64_t dim = 0;
     double eps = autodiff::kRmsEps;
     std::string name;
@@ -125,10 +125,10 @@ struct PreAffineRMS {
     Module(std::string prefix, int64_t d, Rng& /*rng*/, const Options& opts = {})
         : dim(d), eps(opts.eps.value_or(autodiff::kRmsEps)), name(std::move(prefix)) {
       SINKLAB_CHECK(dim > 0, "PreAffineRMS norm '", name, "': dim must be positive, got ", dim);
-      pre_weight = Parameter<T>(nn::join_name(name, "pre_weight"), Tensor<T>::ones({dim}));
-      weight = Parameter<T>(nn::join_name(name, "weight"), Tensor<T>::ones({dim}));
+      pre_weight = Parameter<T, Device>(nn::join_name(name, "pre_weight"), Tensor<T, Device>::ones({dim}));
+      weight = Parameter<T, Device>(nn::join_name(name, "weight"), Tensor<T, Device>::ones({dim}));
     }
-    Var<T> operator()(Tape<T>& tape, Var<T> x) {
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x) {
       detail::check_last_axis("PreAffineRMS norm", name, x, dim);
       return autodiff::pre_affine_rms_norm(x, tape.param(pre_weight), tape.param(weight), eps);
     }
@@ -142,11 +142,11 @@ struct PreAffineRMS {
 
 struct DyT {
   static constexpr const char* name = "DyT";
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    Parameter<T> alpha;   // [1]
-    Parameter<T> weight;  // [dim], γ
-    Parameter<T> bias;    // [dim], β
+    Parameter<T, Device> alpha;   // [1]
+    Parameter<T, Device> weight;  // [dim], γ
+    Parameter<T, Device> bias;    // [dim], β
     int64_t dim = 0;
     std::string name;
 
@@ -154,11 +154,12 @@ struct DyT {
     Module(std::string prefix, int64_t d, Rng& /*rng*/, const Options& opts = {}) : dim(d), name(std::move(prefix)) {
       SINKLAB_CHECK(dim > 0, "DyT '", name, "': dim must be positive, got ", dim);
       SINKLAB_CHECK(std::isfinite(opts.alpha), "DyT '", name, "': alpha init must be finite, got ", opts.alpha);
-      alpha = Parameter<T>(nn::join_name(name, "alpha"), Tensor<T>::full({1}, static_cast<T>(opts.alpha)));
-      weight = Parameter<T>(nn::join_name(name, "weight"), Tensor<T>::ones({dim}));
-      bias = Parameter<T>(nn::join_name(name, "bias"), Tensor<T>::zeros({dim}));
+      alpha =
+          Parameter<T, Device>(nn::join_name(name, "alpha"), Tensor<T, Device>::full({1}, static_cast<T>(opts.alpha)));
+      weight = Parameter<T, Device>(nn::join_name(name, "weight"), Tensor<T, Device>::ones({dim}));
+      bias = Parameter<T, Device>(nn::join_name(name, "bias"), Tensor<T, Device>::zeros({dim}));
     }
-    Var<T> operator()(Tape<T>& tape, Var<T> x) {
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x) {
       detail::check_last_axis("DyT", name, x, dim);
       return autodiff::dyt(x, tape.param(alpha), tape.param(weight), tape.param(bias));
     }
@@ -174,7 +175,7 @@ struct DyT {
 template <class P>
 struct is_gated : std::false_type {};
 
-// What a norm policy provides: a name and, per value type T, a Module<T> built from (prefix,
+// What a norm policy provides: a name and, per value type T, a Module<T, Device> built from (prefix,
 // dim, rng, norm::Options), called as norm(tape, x) on [..., dim] and listing its parameters.
 // A user's norm is any struct like that (docs/extending.md); it serves as a block norm and as
 // the attention's QK-norm.
@@ -194,11 +195,11 @@ struct GatedNorm {
   static constexpr int rank = Rank;
   using base_policy = Base;
 
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    typename Base::template Module<T> base;
-    nn::Linear<T> down;  // [dim, rank], no bias
-    nn::Linear<T> up;    // [rank, dim], no bias
+    nn::module_t<Base, T, Device> base;
+    nn::Linear<T, Device> down;  // [dim, rank], no bias
+    nn::Linear<T, Device> up;    // [rank, dim], no bias
     int64_t dim = 0;
     std::string name;
 
@@ -210,10 +211,10 @@ struct GatedNorm {
           dim(d),
           name(std::move(prefix)) {}
 
-    Var<T> operator()(Tape<T>& tape, Var<T> x) {
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x) {
       detail::check_last_axis("GatedNorm", name, x, dim);
-      Var<T> y = base(tape, x);
-      Var<T> logits = up(tape, autodiff::silu(down(tape, y)));
+      Var<T, Device> y = base(tape, x);
+      Var<T, Device> logits = up(tape, autodiff::silu(down(tape, y)));
       return autodiff::act_mul<act::Sigmoid>(logits, y);
     }
     template <class V>
@@ -229,7 +230,7 @@ struct is_gated<GatedNorm<B, R>> : std::true_type {};
 
 using GatedDyT = GatedNorm<DyT>;
 
-template <class P, class T>
-using module_t = typename P::template Module<T>;
+template <class P, class T, class Device = cpu>
+using module_t = nn::module_t<P, T, Device>;
 
 }  // namespace sinklab::norm

@@ -39,11 +39,11 @@ struct LearnedOptions {
 struct None {
   static constexpr const char* name = "None";
   struct Options {};
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
     Module() = default;
     Module(std::string, int64_t, Rng&, const Options& = {}) {}
-    Var<T> operator()(Tape<T>&, Var<T> x, int64_t /*offset*/ = 0) { return x; }
+    Var<T, Device> operator()(Tape<T, Device>&, Var<T, Device> x, int64_t /*offset*/ = 0) { return x; }
     template <class V>
     void parameters(V&&) {}
   };
@@ -53,12 +53,12 @@ struct RoPE {
   static constexpr const char* name = "RoPE";
   static constexpr bool rotary = true;
   using Options = RoPEOptions;
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
     int64_t head_dim = 0;
     double theta = 10000.0;
     std::string name;
-    autodiff::RopeTable<T> table;
+    autodiff::RopeTable<T, Device> table;
 
     Module() = default;
     Module(std::string prefix, int64_t d, const Options& o = {}) : head_dim(d), theta(o.theta), name(std::move(prefix)) {
@@ -68,7 +68,7 @@ struct RoPE {
     Module(std::string prefix, int64_t d, Rng& /*rng*/, const Options& o = {}) : Module(std::move(prefix), d, o) {}
 
     // x [..., T, head_dim] → rotated, positions offset..offset+T−1.
-    Var<T> operator()(Tape<T>& /*tape*/, Var<T> x, int64_t offset = 0) {
+    Var<T, Device> operator()(Tape<T, Device>& /*tape*/, Var<T, Device> x, int64_t offset = 0) {
       SINKLAB_CHECK(x.defined() && x.rank() >= 2 && x.shape()[-1] == head_dim, "RoPE '", name, "': input of shape ",
                     x.defined() ? x.shape() : Shape{}, ", expected [..., T, ", head_dim, "]");
       SINKLAB_CHECK(offset >= 0, "RoPE '", name, "': negative position offset ", offset);
@@ -83,9 +83,9 @@ struct RoPE {
 struct Learned {
   static constexpr const char* name = "Learned";
   using Options = LearnedOptions;
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
-    Parameter<T> weight;  // [max_len, dim]
+    Parameter<T, Device> weight;  // [max_len, dim]
     int64_t max_len = 0, dim = 0;
     std::string name;
 
@@ -94,18 +94,18 @@ struct Learned {
         : max_len(o.max_len), dim(d), name(std::move(prefix)) {
       SINKLAB_CHECK(d > 0 && max_len > 0, "learned positions '", name, "': sizes must be positive, got max_len=",
                     max_len, " dim=", d);
-      weight = Parameter<T>(nn::join_name(name, "weight"),
-                            nn::make_tensor<T>({max_len, dim}, o.init.for_embedding(), rng));
+      weight = Parameter<T, Device>(nn::join_name(name, "weight"),
+                                    nn::make_tensor<T, Device>({max_len, dim}, o.init.for_embedding(), rng));
     }
 
     // x [..., T, dim] + table[offset : offset + T].
-    Var<T> operator()(Tape<T>& tape, Var<T> x, int64_t offset = 0) {
+    Var<T, Device> operator()(Tape<T, Device>& tape, Var<T, Device> x, int64_t offset = 0) {
       SINKLAB_CHECK(x.defined() && x.rank() >= 2 && x.shape()[-1] == dim, "learned positions '", name,
                     "': input of shape ", x.defined() ? x.shape() : Shape{}, ", expected [..., T, ", dim, "]");
       const int64_t tlen = x.shape()[-2];
       SINKLAB_CHECK(offset >= 0 && offset + tlen <= max_len, "learned positions '", name, "': positions [", offset,
                     ", ", offset + tlen, ") exceed max_len ", max_len, " (input of shape ", x.shape(), ")");
-      Var<T> table = tape.param(weight);
+      Var<T, Device> table = tape.param(weight);
       if (offset != 0 || tlen != max_len) table = autodiff::slice(table, 0, offset, offset + tlen);
       return x + table;
     }
@@ -116,7 +116,7 @@ struct Learned {
   };
 };
 
-// What a position policy provides: a name, an Options type and a Module<T> built from (prefix,
+// What a position policy provides: a name, an Options type and a Module<T, Device> built from (prefix,
 // dim, rng, Options), called as pos(tape, x, offset) on [..., T, dim]. A rotary policy
 // (`rotary = true`) is applied inside attention to q and k instead of to the embeddings.
 template <class P>
@@ -125,7 +125,7 @@ concept Policy = requires { { P::name } -> std::convertible_to<const char*>; typ
                                          const typename P::Options&> &&
                  requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
                    { m(t, x, int64_t{0}) } -> std::same_as<Var<float>>;
-                   m.parameters([](Parameter<float>&) {});
+                   m.parameters(nn::detail::VisitParameter{});
                  };
 
 template <class P>
@@ -135,7 +135,7 @@ inline constexpr bool is_policy_v = Policy<P>;
 template <class P>
 inline constexpr bool is_rotary_v = requires { requires P::rotary; };
 
-template <class P, class T>
-using module_t = typename P::template Module<T>;
+template <class P, class T, class Device = cpu>
+using module_t = nn::module_t<P, T, Device>;
 
 }  // namespace sinklab::pos

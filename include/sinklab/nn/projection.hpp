@@ -20,93 +20,98 @@
 
 namespace sinklab::nn {
 
-template <class T>
+template <class T, class Device = cpu>
 struct ProjectionSite {
-  autodiff::Parameter<T>& weight;  // the projection's weight
+  autodiff::Parameter<T, Device>& weight;  // the projection's weight
   bool transposed = false;         // false: y = x·W with W [in, out]; true: y = x·Wᵀ (tied LM head)
 
   // What the projection computes without a hook.
-  autodiff::Var<T> product(autodiff::Tape<T>& tape, autodiff::Var<T> x) const {
-    const autodiff::Var<T> w = tape.param(weight);
+  autodiff::Var<T, Device> product(autodiff::Tape<T, Device>& tape, autodiff::Var<T, Device> x) const {
+    const autodiff::Var<T, Device> w = tape.param(weight);
     return autodiff::matmul(x, transposed ? autodiff::transpose(w, 0, 1) : w);
   }
 };
 
 // Returns y for the input x of the projection `site`.
-template <class T>
-using ProjectionHook = std::function<autodiff::Var<T>(autodiff::Tape<T>&, autodiff::Var<T> x, const ProjectionSite<T>&)>;
+template <class T, class Device = cpu>
+using ProjectionHook = std::function<autodiff::Var<T, Device>(autodiff::Tape<T, Device>&, autodiff::Var<T, Device> x,
+                                                              const ProjectionSite<T, Device>&)>;
 
 namespace detail {
-template <class T>
-const ProjectionHook<T>*& projection_hook() {
-  thread_local const ProjectionHook<T>* hook = nullptr;
+template <class T, class Device = cpu>
+const ProjectionHook<T, Device>*& projection_hook() {
+  thread_local const ProjectionHook<T, Device>* hook = nullptr;
   return hook;
 }
 }  // namespace detail
 
 // Installs `hook` on this thread until destroyed; scopes nest (the previous hook comes back).
 // The hook must outlive the scope.
-template <class T>
+template <class T, class Device = cpu>
 class ProjectionScope {
  public:
-  explicit ProjectionScope(const ProjectionHook<T>& hook) : previous_(detail::projection_hook<T>()) {
-    detail::projection_hook<T>() = &hook;
+  explicit ProjectionScope(const ProjectionHook<T, Device>& hook) : previous_(detail::projection_hook<T, Device>()) {
+    detail::projection_hook<T, Device>() = &hook;
   }
-  ~ProjectionScope() { detail::projection_hook<T>() = previous_; }
+  ~ProjectionScope() { detail::projection_hook<T, Device>() = previous_; }
   ProjectionScope(const ProjectionScope&) = delete;
   ProjectionScope& operator=(const ProjectionScope&) = delete;
 
  private:
-  const ProjectionHook<T>* previous_;
+  const ProjectionHook<T, Device>* previous_;
 };
 
 // Whether a hook is installed on this thread: a fused layer that would hide a projection from it
 // (autodiff::glu_mlp's two products) takes its composed form instead.
-template <class T>
+template <class T, class Device = cpu>
 bool projection_hooked() {
-  return detail::projection_hook<T>() != nullptr;
+  return detail::projection_hook<T, Device>() != nullptr;
 }
 
 // x·W (transposed: x·Wᵀ), or what the installed hook makes of it.
-template <class T>
-autodiff::Var<T> project(autodiff::Tape<T>& tape, autodiff::Var<T> x, autodiff::Parameter<T>& weight,
-                         bool transposed = false) {
-  const ProjectionSite<T> site{weight, transposed};
-  const ProjectionHook<T>* hook = detail::projection_hook<T>();
+template <class T, class Device = cpu>
+autodiff::Var<T, Device> project(autodiff::Tape<T, Device>& tape, autodiff::Var<T, Device> x,
+                                 autodiff::Parameter<T, Device>& weight, bool transposed = false) {
+  const ProjectionSite<T, Device> site{weight, transposed};
+  const ProjectionHook<T, Device>* hook = detail::projection_hook<T, Device>();
   return hook ? (*hook)(tape, x, site) : site.product(tape, x);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Residual-stream points
 
-template <class T>
-using StreamHook = std::function<autodiff::Var<T>(autodiff::Tape<T>&, autodiff::Var<T> h, const std::string& point)>;
+template <class T, class Device = cpu>
+using StreamHook = std::function<autodiff::Var<T, Device>(autodiff::Tape<T, Device>&, autodiff::Var<T, Device> h,
+                                                          const std::string& point)>;
 
 namespace detail {
-template <class T>
-const StreamHook<T>*& stream_hook() {
-  thread_local const StreamHook<T>* hook = nullptr;
+template <class T, class Device = cpu>
+const StreamHook<T, Device>*& stream_hook() {
+  thread_local const StreamHook<T, Device>* hook = nullptr;
   return hook;
 }
 }  // namespace detail
 
 // Installs `hook` at every residual-stream point on this thread until destroyed; scopes nest.
-template <class T>
+template <class T, class Device = cpu>
 class StreamScope {
  public:
-  explicit StreamScope(const StreamHook<T>& hook) : previous_(detail::stream_hook<T>()) { detail::stream_hook<T>() = &hook; }
-  ~StreamScope() { detail::stream_hook<T>() = previous_; }
+  explicit StreamScope(const StreamHook<T, Device>& hook) : previous_(detail::stream_hook<T, Device>()) {
+    detail::stream_hook<T, Device>() = &hook;
+  }
+  ~StreamScope() { detail::stream_hook<T, Device>() = previous_; }
   StreamScope(const StreamScope&) = delete;
   StreamScope& operator=(const StreamScope&) = delete;
 
  private:
-  const StreamHook<T>* previous_;
+  const StreamHook<T, Device>* previous_;
 };
 
 // h as the rest of the model should see it at the residual-stream point `point`.
-template <class T>
-autodiff::Var<T> stream_point(autodiff::Tape<T>& tape, autodiff::Var<T> h, const std::string& point) {
-  const StreamHook<T>* hook = detail::stream_hook<T>();
+template <class T, class Device = cpu>
+autodiff::Var<T, Device> stream_point(autodiff::Tape<T, Device>& tape, autodiff::Var<T, Device> h,
+                                      const std::string& point) {
+  const StreamHook<T, Device>* hook = detail::stream_hook<T, Device>();
   if (!hook) return h;
   return (*hook)(tape, h, point);
 }

@@ -7,7 +7,7 @@
 //              BOS-like token); discard() drops it.
 //   None       adds nothing.
 //
-// A policy's module is `P::Module<T>(prefix, dim, rng, tokens::Options)`. insert(tape, x)
+// A policy's module is `P::Module<T, Device>(prefix, dim, rng, tokens::Options)`. insert(tape, x)
 // returns [B, T + extra(), d]; discard(tape, y) returns [B, T, d]. offset() is the number of
 // tokens placed before the sequence (what position-dependent code must skip). The same r × d
 // tokens are shared by every batch row; their gradient is summed over the batch.
@@ -38,9 +38,9 @@ struct Options {
 };
 
 namespace detail {
-template <class T>
+template <class T, class Device = cpu>
 struct TokenModule {
-  Parameter<T> weight;  // [count, dim]
+  Parameter<T, Device> weight;  // [count, dim]
   int64_t count = 0, dim = 0;
   Placement placement = Placement::Append;
   std::string name;
@@ -51,21 +51,23 @@ struct TokenModule {
               const nn::Init& init)
       : count(n), dim(d), placement(p), name(std::move(prefix)), kind(k) {
     SINKLAB_CHECK(n > 0 && d > 0, kind, " '", name, "': count and dim must be positive, got count=", n, " dim=", d);
-    weight = Parameter<T>(nn::join_name(name, param), nn::make_tensor<T>({n, d}, init.for_embedding(), rng));
+    weight =
+        Parameter<T, Device>(nn::join_name(name, param), nn::make_tensor<T, Device>({n, d}, init.for_embedding(), rng));
   }
 
   int64_t extra() const { return count; }
   int64_t offset() const { return placement == Placement::Prepend ? count : 0; }
 
   // x [B, T, d] → [B, T + count, d]
-  Var<T> insert(Tape<T>& tape, Var<T> x) {
+  Var<T, Device> insert(Tape<T, Device>& tape, Var<T, Device> x) {
     SINKLAB_CHECK(x.defined() && x.rank() == 3 && x.shape()[2] == dim, kind, " '", name, "': input of shape ",
                   x.defined() ? x.shape() : Shape{}, ", expected [B, T, ", dim, "]");
-    Var<T> tok = autodiff::repeat_batch(tape.param(weight), x.shape()[0]);
-    return placement == Placement::Prepend ? autodiff::concat<T>({tok, x}, 1) : autodiff::concat<T>({x, tok}, 1);
+    Var<T, Device> tok = autodiff::repeat_batch(tape.param(weight), x.shape()[0]);
+    return placement == Placement::Prepend ? autodiff::concat<T, Device>({tok, x}, 1)
+                                           : autodiff::concat<T, Device>({x, tok}, 1);
   }
   // y [B, T + count, d] → [B, T, d] (the sequence positions only)
-  Var<T> discard(Tape<T>& /*tape*/, Var<T> y) {
+  Var<T, Device> discard(Tape<T, Device>& /*tape*/, Var<T, Device> y) {
     SINKLAB_CHECK(y.defined() && y.rank() == 3 && y.shape()[1] > count, kind, " '", name, "': output of shape ",
                   y.defined() ? y.shape() : Shape{}, " has no room for ", count, " inserted token(s) plus a sequence");
     const int64_t len = y.shape()[1];
@@ -80,41 +82,42 @@ struct TokenModule {
 
 struct Registers {
   static constexpr const char* name = "Registers";
-  template <class T>
-  struct Module : detail::TokenModule<T> {
+  template <class T, class Device = cpu>
+  struct Module : detail::TokenModule<T, Device> {
     Module() = default;
     Module(std::string prefix, int64_t d, Rng& rng, const Options& o = {})
-        : detail::TokenModule<T>("registers", std::move(prefix), "registers", o.count, d, o.placement, rng, o.init) {}
+        : detail::TokenModule<T, Device>("registers", std::move(prefix), "registers", o.count, d, o.placement, rng,
+                                         o.init) {}
   };
 };
 
 struct Sink {
   static constexpr const char* name = "Sink";
-  template <class T>
-  struct Module : detail::TokenModule<T> {
+  template <class T, class Device = cpu>
+  struct Module : detail::TokenModule<T, Device> {
     Module() = default;
     Module(std::string prefix, int64_t d, Rng& rng, const Options& o = {})
-        : detail::TokenModule<T>("sink token", std::move(prefix), "sink_token", 1, d, Placement::Prepend, rng,
-                                 o.init) {}
+        : detail::TokenModule<T, Device>("sink token", std::move(prefix), "sink_token", 1, d, Placement::Prepend, rng,
+                                         o.init) {}
   };
 };
 
 struct None {
   static constexpr const char* name = "None";
-  template <class T>
+  template <class T, class Device = cpu>
   struct Module {
     Module() = default;
     Module(std::string, int64_t, Rng&, const Options& = {}) {}
     int64_t extra() const { return 0; }
     int64_t offset() const { return 0; }
-    Var<T> insert(Tape<T>&, Var<T> x) { return x; }
-    Var<T> discard(Tape<T>&, Var<T> y) { return y; }
+    Var<T, Device> insert(Tape<T, Device>&, Var<T, Device> x) { return x; }
+    Var<T, Device> discard(Tape<T, Device>&, Var<T, Device> y) { return y; }
     template <class V>
     void parameters(V&&) {}
   };
 };
 
-// What a token policy provides: a name and a Module<T> built from (prefix, dim, rng,
+// What a token policy provides: a name and a Module<T, Device> built from (prefix, dim, rng,
 // tokens::Options) with insert / discard / extra / offset as above.
 template <class P>
 concept Policy = requires { { P::name } -> std::convertible_to<const char*>; } &&
@@ -125,13 +128,13 @@ concept Policy = requires { { P::name } -> std::convertible_to<const char*>; } &
                    { m.discard(t, x) } -> std::same_as<Var<float>>;
                    { m.extra() } -> std::convertible_to<int64_t>;
                    { m.offset() } -> std::convertible_to<int64_t>;
-                   m.parameters([](Parameter<float>&) {});
+                   m.parameters(nn::detail::VisitParameter{});
                  };
 
 template <class P>
 inline constexpr bool is_policy_v = Policy<P>;
 
-template <class P, class T>
-using module_t = typename P::template Module<T>;
+template <class P, class T, class Device = cpu>
+using module_t = nn::module_t<P, T, Device>;
 
 }  // namespace sinklab::tokens

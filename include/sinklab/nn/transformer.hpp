@@ -41,17 +41,17 @@ struct Transformer {
   static constexpr bool causal = std::is_same_v<typename Attn::mask_type, mask::Causal>;
 
   // The stack is the base: model.layers[i] and model.mixer are the stack's.
-  template <class T>
-  struct Module : stack_type::template Module<T> {
-    using Stack = typename stack_type::template Module<T>;
+  template <class T, class Device = cpu>
+  struct Module : stack_type::template Module<T, Device> {
+    using Stack = nn::module_t<stack_type, T, Device>;
     ModelConfig cfg;
     std::string name;
-    Embedding<T> embed;
-    Parameter<T> embed_scale;  // [1], only with ModelConfig::embed_scale > 0
-    typename Pos::template Module<T> positions;  // pos::Learned adds a table; RoPE lives in attention
-    typename Tokens::template Module<T> tokens;
-    typename Block::norm_policy::template Module<T> final_norm;
-    Linear<T> lm_head;  // [d_model, vocab]; unused when embeddings are tied
+    Embedding<T, Device> embed;
+    Parameter<T, Device> embed_scale;        // [1], only with ModelConfig::embed_scale > 0
+    nn::module_t<Pos, T, Device> positions;  // pos::Learned adds a table; RoPE lives in attention
+    nn::module_t<Tokens, T, Device> tokens;
+    nn::module_t<typename Block::norm_policy, T, Device> final_norm;
+    Linear<T, Device> lm_head;     // [d_model, vocab]; unused when embeddings are tied
     std::string embeddings_point;  // the residual-stream point entering layer 0 (nn::stream_point)
 
     Module() = default;
@@ -61,18 +61,19 @@ struct Transformer {
       SINKLAB_CHECK(cfg.vocab > 0 && cfg.d_model > 0 && cfg.layers > 0, "Transformer '", name,
                     "': vocab, d_model and layers must be positive, got ", cfg.vocab, ", ", cfg.d_model, ", ",
                     cfg.layers);
-      embed = Embedding<T>(join_name(name, "embed"), cfg.vocab, cfg.d_model, rng, cfg.init);
+      embed = Embedding<T, Device>(join_name(name, "embed"), cfg.vocab, cfg.d_model, rng, cfg.init);
       SINKLAB_CHECK(std::isfinite(cfg.embed_scale) && cfg.embed_scale >= 0, "Transformer '", name,
                     "': embed_scale must be >= 0 (0: none), got ", cfg.embed_scale);
       if (cfg.embed_scale > 0)
-        embed_scale = Parameter<T>(join_name(name, "embed_scale"), Tensor<T>::full({1}, static_cast<T>(cfg.embed_scale)));
+        embed_scale = Parameter<T, Device>(join_name(name, "embed_scale"),
+                                           Tensor<T, Device>::full({1}, static_cast<T>(cfg.embed_scale)));
       if constexpr (!pos::is_rotary_v<Pos>) {
         typename Pos::Options po{};
         if constexpr (requires { po.max_len; }) po.max_len = cfg.max_len;
         if constexpr (requires { po.init; }) po.init = cfg.init;
-        positions = typename Pos::template Module<T>(join_name(name, "pos"), cfg.d_model, rng, po);
+        positions = nn::module_t<Pos, T, Device>(join_name(name, "pos"), cfg.d_model, rng, po);
       }
-      tokens = typename Tokens::template Module<T>(join_name(name, "tokens"), cfg.d_model, rng, cfg.tokens);
+      tokens = nn::module_t<Tokens, T, Device>(join_name(name, "tokens"), cfg.d_model, rng, cfg.tokens);
       const attn::Config acfg{.d_model = cfg.d_model,
                               .heads = cfg.heads,
                               .kv_heads = cfg.kv_heads,
@@ -83,17 +84,19 @@ struct Transformer {
                               .init = cfg.init,
                               .zero_init_output = cfg.zero_init_output};
       static_cast<Stack&>(*this) = Stack(name, acfg, cfg, rng, pol, mix_opts);  // after the embeddings: rng order
-      final_norm = typename Block::norm_policy::template Module<T>(join_name(name, "final_norm"), cfg.d_model, rng, cfg.norm);
-      if (!cfg.tie_embeddings) lm_head = Linear<T>(join_name(name, "lm_head"), cfg.d_model, cfg.vocab, rng, cfg.init);
+      final_norm = nn::module_t<typename Block::norm_policy, T, Device>(join_name(name, "final_norm"), cfg.d_model, rng,
+                                                                        cfg.norm);
+      if (!cfg.tie_embeddings)
+        lm_head = Linear<T, Device>(join_name(name, "lm_head"), cfg.d_model, cfg.vocab, rng, cfg.init);
     }
 
     // ids [B, T] → final hidden states [B, T, d_model] (added tokens already discarded).
-    Var<T> hidden(Tape<T>& tape, const Tensor<int32_t>& ids, ModelProbe<T>* probe = nullptr,
-                  const Tensor<int64_t>* kv_lengths = nullptr) {
+    Var<T, Device> hidden(Tape<T, Device>& tape, const Tensor<int32_t, Device>& ids,
+                          ModelProbe<T, Device>* probe = nullptr, const Tensor<int64_t>* kv_lengths = nullptr) {
       SINKLAB_CHECK(ids.rank() == 2, "Transformer '", name, "': token ids must be [B, T], got ", ids.shape());
       using autodiff::profile::Label;
       std::optional<Label> section(std::in_place, "embed");
-      Var<T> h = embed(tape, ids);
+      Var<T, Device> h = embed(tape, ids);
       if (cfg.embed_scale > 0) h = h * tape.param(embed_scale);
       if constexpr (!pos::is_rotary_v<Pos>) h = positions(tape, h);
       h = stream_point(tape, tokens.insert(tape, h), embeddings_point);
@@ -106,22 +109,24 @@ struct Transformer {
     }
 
     // ids [B, T] → logits [B, T, vocab]
-    Var<T> logits(Tape<T>& tape, const Tensor<int32_t>& ids, ModelProbe<T>* probe = nullptr) {
-      Var<T> h = hidden(tape, ids, probe);
+    Var<T, Device> logits(Tape<T, Device>& tape, const Tensor<int32_t, Device>& ids,
+                          ModelProbe<T, Device>* probe = nullptr) {
+      Var<T, Device> h = hidden(tape, ids, probe);
       const autodiff::profile::Label section("head");
       if (cfg.tie_embeddings) return project(tape, h, embed.weight, true);
       return lm_head(tape, h);
     }
 
     // Mean cross-entropy against targets [B, T] (ignore_index left out), plus the z-loss.
-    Var<T> loss(Tape<T>& tape, const Tensor<int32_t>& ids, const Tensor<int32_t>& targets,
-                ModelProbe<T>* probe = nullptr, int32_t ignore_index = -100) {
-      Var<T> lg = logits(tape, ids, probe);
+    Var<T, Device> loss(Tape<T, Device>& tape, const Tensor<int32_t, Device>& ids,
+                        const Tensor<int32_t, Device>& targets, ModelProbe<T, Device>* probe = nullptr,
+                        int32_t ignore_index = -100) {
+      Var<T, Device> lg = logits(tape, ids, probe);
       const autodiff::profile::Label section("loss");
-      Var<T> ce = cross_entropy(lg, targets, ignore_index);
+      Var<T, Device> ce = cross_entropy(lg, targets, ignore_index);
       if (cfg.z_loss <= 0) return ce;
-      Var<T> m = max(lg, -1, true);
-      Var<T> lse = sum(log(sum(exp(lg - m), -1, true)) + m, -1);  // [B, T], over every position
+      Var<T, Device> m = max(lg, -1, true);
+      Var<T, Device> lse = sum(log(sum(exp(lg - m), -1, true)) + m, -1);  // [B, T], over every position
       return ce + mean(square(lse)) * cfg.z_loss;
     }
 

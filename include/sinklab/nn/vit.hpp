@@ -42,7 +42,8 @@ struct VitConfig {
 };
 
 // images [B, H, W] (one channel) or [B, C, H, W] → [B, (H/P)·(W/P), C·P·P]; patches in raster
-// order, each patch's features ordered (channel, row, column) like a stride-P convolution.
+// order, each patch's features ordered (channel, row, column) like a stride-P convolution. On the
+// host (a model on another device patchifies a host copy of its images).
 template <class T>
 Tensor<T> patchify(const Tensor<T>& images, int64_t P) {
   SINKLAB_CHECK(images.defined() && (images.rank() == 3 || images.rank() == 4) && P > 0,
@@ -76,18 +77,18 @@ struct ViT {
   using stack_type = LayerStack<Block, Attn, FFN, Mix>;
 
   // The stack is the base: vit.layers[i] and vit.mixer are the stack's.
-  template <class T>
-  struct Module : stack_type::template Module<T> {
-    using Stack = typename stack_type::template Module<T>;
+  template <class T, class Device = cpu>
+  struct Module : stack_type::template Module<T, Device> {
+    using Stack = nn::module_t<stack_type, T, Device>;
     VitConfig cfg;
     std::string name;
     int64_t patches = 0;     // N
-    Linear<T> patch_embed;   // [C·P·P, d_model] with bias
-    Parameter<T> cls;        // [1, d_model]
-    Parameter<T> positions;  // [1 + N, d_model]
-    typename Tokens::template Module<T> registers;
-    typename Block::norm_policy::template Module<T> final_norm;
-    Linear<T> head;  // [d_model, classes] with bias
+    Linear<T, Device> patch_embed;   // [C·P·P, d_model] with bias
+    Parameter<T, Device> cls;        // [1, d_model]
+    Parameter<T, Device> positions;  // [1 + N, d_model]
+    nn::module_t<Tokens, T, Device> registers;
+    nn::module_t<typename Block::norm_policy, T, Device> final_norm;
+    Linear<T, Device> head;  // [d_model, classes] with bias
 
     Module() = default;
     Module(std::string prefix, const VitConfig& c, Rng& rng, const typename Attn::Policies& pol = {},
@@ -102,11 +103,12 @@ struct ViT {
                     cfg.layers);
       patches = (cfg.image_h / cfg.patch) * (cfg.image_w / cfg.patch);
       const int64_t D = cfg.d_model;
-      patch_embed =
-          Linear<T>(join_name(name, "patch_embed"), cfg.channels * cfg.patch * cfg.patch, D, rng, cfg.init, true);
-      cls = Parameter<T>(join_name(name, "cls"), make_tensor<T>({1, D}, cfg.init.for_embedding(), rng));
-      positions = Parameter<T>(join_name(name, "pos"), make_tensor<T>({1 + patches, D}, cfg.init.for_embedding(), rng));
-      registers = typename Tokens::template Module<T>(join_name(name, "registers"), D, rng, cfg.tokens);
+      patch_embed = Linear<T, Device>(join_name(name, "patch_embed"), cfg.channels * cfg.patch * cfg.patch, D, rng,
+                                      cfg.init, true);
+      cls = Parameter<T, Device>(join_name(name, "cls"), make_tensor<T, Device>({1, D}, cfg.init.for_embedding(), rng));
+      positions = Parameter<T, Device>(join_name(name, "pos"),
+                                       make_tensor<T, Device>({1 + patches, D}, cfg.init.for_embedding(), rng));
+      registers = nn::module_t<Tokens, T, Device>(join_name(name, "registers"), D, rng, cfg.tokens);
       const ModelConfig mc{.d_model = D,
                            .layers = cfg.layers,
                            .heads = cfg.heads,
@@ -128,12 +130,14 @@ struct ViT {
                               .init = cfg.init,
                               .zero_init_output = cfg.zero_init_output};
       static_cast<Stack&>(*this) = Stack(name, acfg, mc, rng, pol, mix_opts);
-      final_norm = typename Block::norm_policy::template Module<T>(join_name(name, "final_norm"), D, rng, cfg.norm);
-      head = Linear<T>(join_name(name, "head"), D, cfg.classes, rng, cfg.init, true);
+      final_norm =
+          nn::module_t<typename Block::norm_policy, T, Device>(join_name(name, "final_norm"), D, rng, cfg.norm);
+      head = Linear<T, Device>(join_name(name, "head"), D, cfg.classes, rng, cfg.init, true);
     }
 
     // images → the CLS token's final hidden state [B, d_model].
-    Var<T> features(Tape<T>& tape, const Tensor<T>& images, ModelProbe<T>* probe = nullptr) {
+    Var<T, Device> features(Tape<T, Device>& tape, const Tensor<T, Device>& images,
+                            ModelProbe<T, Device>* probe = nullptr) {
       const bool chw = images.defined() && images.rank() == 4;
       const bool ok = images.defined() && (images.rank() == 3 || chw) && images.size(chw ? 2 : 1) == cfg.image_h &&
                       images.size(chw ? 3 : 2) == cfg.image_w && (chw ? images.size(1) : 1) == cfg.channels;
@@ -141,8 +145,11 @@ struct ViT {
                     ", expected [B, ", cfg.image_h, ", ", cfg.image_w, "] (one channel) or [B, ", cfg.channels, ", ",
                     cfg.image_h, ", ", cfg.image_w, "]");
       const int64_t B = images.size(0), D = cfg.d_model;
-      Var<T> x = patch_embed(tape, tape.constant(patchify(images, cfg.patch)));
-      Var<T> h = autodiff::concat<T>({autodiff::repeat_batch(tape.param(cls), B), x}, 1) + tape.param(positions);
+      const Tensor<T, Device> patches =
+          patchify(images.template to_device<cpu>(), cfg.patch).template to_device<Device>();
+      Var<T, Device> x = patch_embed(tape, tape.constant(patches));
+      Var<T, Device> h =
+          autodiff::concat<T, Device>({autodiff::repeat_batch(tape.param(cls), B), x}, 1) + tape.param(positions);
       h = Stack::forward(tape, registers.insert(tape, h), probe);
       h = final_norm(tape, registers.discard(tape, h));
       if (probe) probe->final_hidden = h.value();
@@ -150,12 +157,14 @@ struct ViT {
     }
 
     // images → class logits [B, classes].
-    Var<T> logits(Tape<T>& tape, const Tensor<T>& images, ModelProbe<T>* probe = nullptr) {
+    Var<T, Device> logits(Tape<T, Device>& tape, const Tensor<T, Device>& images,
+                          ModelProbe<T, Device>* probe = nullptr) {
       return head(tape, features(tape, images, probe));
     }
 
     // Mean cross-entropy against labels [B] in [0, classes).
-    Var<T> loss(Tape<T>& tape, const Tensor<T>& images, const Tensor<int32_t>& labels, ModelProbe<T>* probe = nullptr) {
+    Var<T, Device> loss(Tape<T, Device>& tape, const Tensor<T, Device>& images, const Tensor<int32_t, Device>& labels,
+                        ModelProbe<T, Device>* probe = nullptr) {
       SINKLAB_CHECK(labels.rank() == 1 && labels.size(0) == images.size(0), "ViT '", name, "': labels of shape ",
                     labels.shape(), ", expected [", images.size(0), "]");
       return cross_entropy(logits(tape, images, probe), labels);

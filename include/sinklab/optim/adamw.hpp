@@ -1,5 +1,5 @@
 // AdamW with decoupled weight decay and PyTorch's update rule (torch.optim.AdamW, amsgrad off;
-// the update is policy/adamw.hpp's, on whichever device the parameters live). lr is the group's
+// the update is policy/update.hpp's, on whichever device the parameters live). lr is the group's
 // lr times a global scale set by a schedule. State (m, v, step) is kept per parameter and looked
 // up by parameter name, so checkpoints can save and restore it.
 #pragma once
@@ -17,7 +17,7 @@
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/cpu/backend.hpp"
 #include "sinklab/optim/param_group.hpp"
-#include "sinklab/policy/adamw.hpp"
+#include "sinklab/policy/update.hpp"
 
 namespace sinklab::optim {
 
@@ -57,7 +57,7 @@ inline void check_adamw_options(const AdamWOptions& o, std::size_t group) {
 }  // namespace detail
 
 // The parameters' device (a template argument, cpu by default) runs the update: its backend's
-// adamw_step (kernels/cpu/adamw.hpp; the CUDA backend's on a GPU), the math policy::adamw_update.
+// apply_update (kernels/cpu/update.hpp; the CUDA backend's on a GPU), the math policy::adamw_update.
 template <class T, class Device = cpu>
 class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T, Device>, Device> {
   using Base = OptimizerBase<T, AdamWOptions, AdamWState<T, Device>, Device>;
@@ -113,7 +113,8 @@ class AdamW : public OptimizerBase<T, AdamWOptions, AdamWState<T, Device>, Devic
                                       static_cast<T>(lr / bc1),
                                       static_cast<T>(1.0 / std::sqrt(bc2)),
                                       static_cast<T>(g.opts.eps)};
-        kernels::backend<Device>::adamw_step(p->value.data(), p->grad.data(), st.m.data(), st.v.data(), p->numel(), c);
+        kernels::backend<Device>::apply_update(p->numel(), policy::AdamWUpdate<T>{c}, p->value.data(),
+                                               static_cast<const T*>(p->grad.data()), st.m.data(), st.v.data());
       }
     }
     ++this->step_count_;

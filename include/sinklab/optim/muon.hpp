@@ -30,11 +30,13 @@
 #include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
-#include "sinklab/kernels/cpu/gemm.hpp"
+#include "sinklab/kernels/cpu/backend.hpp"
 #include "sinklab/optim/adamw.hpp"
+#include "sinklab/optim/clip.hpp"
 #include "sinklab/optim/param_group.hpp"
+#include "sinklab/policy/elementwise.hpp"
+#include "sinklab/policy/update.hpp"
 
 namespace sinklab::optim {
 
@@ -49,39 +51,39 @@ struct MuonOptions {
 inline constexpr double kNewtonSchulzA = 3.4445, kNewtonSchulzB = -4.7750, kNewtonSchulzC = 2.0315;
 
 // The quintic Newton–Schulz iteration on a matrix G [rows, cols]; returns a matrix of the same
-// shape with singular values near 1 (within about [0.7, 1.2]) and G's singular vectors.
-template <class T>
-Tensor<T> newton_schulz5(const Tensor<T>& G, int steps = 5) {
-  using kernels::cpu::gemm;
-  using kernels::cpu::Trans;
+// shape with singular values near 1 (within about [0.7, 1.2]) and G's singular vectors. Runs on
+// G's device through its backend's GEMM and elementwise kernels.
+template <class T, class Device>
+Tensor<T, Device> newton_schulz5(const Tensor<T, Device>& G, int steps = 5) {
+  using K = kernels::backend<Device>;
+  using kernels::Trans;
   SINKLAB_CHECK(G.defined() && G.rank() == 2, "newton_schulz5: expected a matrix, got shape ",
                 G.defined() ? G.shape() : Shape{});
   SINKLAB_CHECK(steps >= 0, "newton_schulz5: steps must be >= 0, got ", steps);
-  const Tensor<T> g = G.contiguous();
+  const Tensor<T, Device> g = G.contiguous();
   const bool tall = g.shape()[0] > g.shape()[1];
   const int64_t r = tall ? g.shape()[1] : g.shape()[0];
   const int64_t c = tall ? g.shape()[0] : g.shape()[1];
-  Tensor<T> X = tall ? g.transpose(0, 1).contiguous() : g.clone();
-  double norm = 0;
-  for (int64_t i = 0; i < X.numel(); ++i) norm += static_cast<double>(X.data()[i]) * X.data()[i];
-  const T inv = static_cast<T>(1.0 / (std::sqrt(norm) + 1e-7));
-  for (int64_t i = 0; i < X.numel(); ++i) X.data()[i] *= inv;
-  Tensor<T> A = Tensor<T>::empty({r, r}), B = Tensor<T>::empty({r, r}), Y = Tensor<T>::empty({r, c});
+  Tensor<T, Device> X = tall ? g.transpose(0, 1).contiguous() : g.clone();
+  const double norm = K::sum_of_squares(X.data(), X.numel());
+  K::apply_update(X.numel(), policy::Scale<T>{static_cast<T>(1.0 / (std::sqrt(norm) + 1e-7))}, X.data());
+  Tensor<T, Device> A = Tensor<T, Device>::empty({r, r}), B = Tensor<T, Device>::empty({r, r}),
+                    Y = Tensor<T, Device>::empty({r, c});
   const T a = static_cast<T>(kNewtonSchulzA), b = static_cast<T>(kNewtonSchulzB), cc = static_cast<T>(kNewtonSchulzC);
   for (int s = 0; s < steps; ++s) {
-    gemm(Trans::N, Trans::T, r, r, c, T(1), X.data(), c, X.data(), c, T(0), A.data(), r);  // A = X·Xᵀ
-    for (int64_t i = 0; i < r * r; ++i) B.data()[i] = b * A.data()[i];
-    gemm(Trans::N, Trans::N, r, r, r, cc, A.data(), r, A.data(), r, T(1), B.data(), r);  // B = b·A + c·A·A
-    for (int64_t i = 0; i < r * c; ++i) Y.data()[i] = a * X.data()[i];
-    gemm(Trans::N, Trans::N, r, c, r, T(1), B.data(), r, X.data(), c, T(1), Y.data(), c);  // Y = a·X + B·X
+    K::gemm(Trans::N, Trans::T, r, r, c, T(1), X.data(), c, X.data(), c, T(0), A.data(), r);  // A = X·Xᵀ
+    K::binary_scalar(A.data(), b, B.data(), r * r, elem::Mul{});
+    K::gemm(Trans::N, Trans::N, r, r, r, cc, A.data(), r, A.data(), r, T(1), B.data(), r);  // B = b·A + c·A·A
+    K::binary_scalar(X.data(), a, Y.data(), r * c, elem::Mul{});
+    K::gemm(Trans::N, Trans::N, r, c, r, T(1), B.data(), r, X.data(), c, T(1), Y.data(), c);  // Y = a·X + B·X
     std::swap(X, Y);
   }
   return tall ? X.transpose(0, 1).contiguous() : X;
 }
 
-template <class T>
+template <class T, class Device = cpu>
 struct MuonState {
-  Tensor<T> momentum;  // the momentum buffer, shape of the parameter
+  Tensor<T, Device> momentum;  // the momentum buffer, shape of the parameter
   int64_t step = 0;
 
   template <class F>
@@ -101,22 +103,22 @@ inline void check_muon_options(const MuonOptions& o, std::size_t group) {
 }
 }  // namespace detail
 
-template <class T>
-class Muon : public OptimizerBase<T, MuonOptions, MuonState<T>> {
-  using Base = OptimizerBase<T, MuonOptions, MuonState<T>>;
+template <class T, class Device = cpu>
+class Muon : public OptimizerBase<T, MuonOptions, MuonState<T, Device>, Device> {
+  using Base = OptimizerBase<T, MuonOptions, MuonState<T, Device>, Device>;
 
  public:
   using Options = MuonOptions;
-  using Group = ParamGroup<T, MuonOptions>;
-  using State = MuonState<T>;
+  using Group = ParamGroup<T, MuonOptions, Device>;
+  using State = MuonState<T, Device>;
 
   explicit Muon(std::vector<Group> groups) : Base("Muon") {
     for (auto& g : groups) add_param_group(std::move(g));
   }
-  explicit Muon(std::vector<autodiff::Parameter<T>*> params, Options opts = {})
+  explicit Muon(std::vector<autodiff::Parameter<T, Device>*> params, Options opts = {})
       : Muon(std::vector<Group>{Group{std::move(params), opts}}) {}
-  explicit Muon(std::initializer_list<autodiff::Parameter<T>*> params, Options opts = {})
-      : Muon(std::vector<autodiff::Parameter<T>*>(params), opts) {}
+  explicit Muon(std::initializer_list<autodiff::Parameter<T, Device>*> params, Options opts = {})
+      : Muon(std::vector<autodiff::Parameter<T, Device>*>(params), opts) {}
 
   void add_param_group(Group g) {
     detail::check_muon_options(g.opts, this->groups_.size());
@@ -124,10 +126,13 @@ class Muon : public OptimizerBase<T, MuonOptions, MuonState<T>> {
       SINKLAB_CHECK(p && p->value.rank() == 2, "Muon: parameter '", p ? p->name : std::string("?"), "' has shape ",
                     p ? p->shape() : Shape{},
                     "; Muon updates 2-D weight matrices only (route the rest to AdamW, e.g. with MuonAdamW)");
-    this->append_group(std::move(g), [](const autodiff::Parameter<T>& p) { return State{Tensor<T>::zeros(p.shape()), 0}; });
+    this->append_group(std::move(g), [](const autodiff::Parameter<T, Device>& p) {
+      return State{Tensor<T, Device>::zeros(p.shape()), 0};
+    });
   }
 
   void step() {
+    using K = kernels::backend<Device>;
     std::size_t k = 0;
     for (std::size_t gi = 0; gi < this->groups_.size(); ++gi) {
       const Group& g = this->groups_[gi];
@@ -142,40 +147,27 @@ class Muon : public OptimizerBase<T, MuonOptions, MuonState<T>> {
                       st.momentum.shape(), " but the parameter has shape ", p->shape());
         ++st.step;
         const int64_t n = p->numel();
-        T* buf = st.momentum.data();
-        const T* grad = p->grad.data();
-        Tensor<T> u = Tensor<T>::empty(p->shape());
-        T* up = u.data();
-        const bool nesterov = g.opts.nesterov;
-        parallel_for(0, n, int64_t{1} << 15, [&](int64_t lo, int64_t hi) {
-          for (int64_t i = lo; i < hi; ++i) {
-            buf[i] = beta * buf[i] + (T(1) - beta) * grad[i];
-            up[i] = nesterov ? (T(1) - beta) * grad[i] + beta * buf[i] : buf[i];
-          }
-        });
-        const Tensor<T> O = newton_schulz5(u, g.opts.ns_steps);
+        Tensor<T, Device> u = Tensor<T, Device>::empty(p->shape());
+        K::apply_update(n, policy::MuonMomentum<T>{beta, g.opts.nesterov}, static_cast<const T*>(p->grad.data()),
+                        st.momentum.data(), u.data());
+        const Tensor<T, Device> O = newton_schulz5(u, g.opts.ns_steps);
         // Weights are [in, out]: fan_out / fan_in = cols / rows.
         const double scale = std::sqrt(std::max(1.0, static_cast<double>(p->shape()[1]) / p->shape()[0]));
-        const T decay = static_cast<T>(1.0 - lr * g.opts.weight_decay);
-        const T step_size = static_cast<T>(lr * scale);
-        T* pv = p->value.data();
-        const T* ov = O.data();
-        parallel_for(0, n, int64_t{1} << 15, [&](int64_t lo, int64_t hi) {
-          for (int64_t i = lo; i < hi; ++i) pv[i] = pv[i] * decay - step_size * ov[i];
-        });
+        K::apply_update(
+            n, policy::DecayedStep<T>{static_cast<T>(1.0 - lr * g.opts.weight_decay), static_cast<T>(lr * scale)},
+            p->value.data(), O.data());
       }
     }
     ++this->step_count_;
   }
-
 };
 
 // True for parameters Muon should update: 2-D matrices with both sides > 1 that are not an
 // embedding, an output head, a position table or learnable tokens (by name component:
 // anything containing "embed", or equal to lm_head, head, wte, wpe, pos, position, positions,
 // registers, sink_token).
-template <class T>
-bool default_muon_route(const autodiff::Parameter<T>& p) {
+template <class T, class Device = cpu>
+bool default_muon_route(const autodiff::Parameter<T, Device>& p) {
   if (p.value.rank() != 2 || p.shape()[0] < 2 || p.shape()[1] < 2) return false;
   static const char* const excluded[] = {"lm_head", "head", "wte", "wpe", "pos", "position", "positions",
                                          "registers", "sink_token"};
@@ -194,13 +186,13 @@ bool default_muon_route(const autodiff::Parameter<T>& p) {
 }
 
 // Muon for the matrices, AdamW for the rest; one step()/zero_grad()/set_lr_scale() for both.
-template <class T>
+template <class T, class Device = cpu>
 class MuonAdamW {
  public:
-  using Route = std::function<bool(const autodiff::Parameter<T>&)>;
+  using Route = std::function<bool(const autodiff::Parameter<T, Device>&)>;
 
-  explicit MuonAdamW(const std::vector<autodiff::Parameter<T>*>& params, MuonOptions muon = {},
-                     AdamWOptions adamw = {}, Route route = default_muon_route<T>)
+  explicit MuonAdamW(const std::vector<autodiff::Parameter<T, Device>*>& params, MuonOptions muon = {},
+                     AdamWOptions adamw = {}, Route route = default_muon_route<T, Device>)
       : muon_(split(params, route, true), muon), adamw_(split(params, route, false), adamw) {}
 
   void step() {
@@ -230,15 +222,15 @@ class MuonAdamW {
     adamw_.for_each_state(f);
   }
 
-  Muon<T>& muon() { return muon_; }
-  AdamW<T>& adamw() { return adamw_; }
-  const std::vector<autodiff::Parameter<T>*>& muon_params() const { return muon_.groups().front().params; }
-  const std::vector<autodiff::Parameter<T>*>& adamw_params() const { return adamw_.groups().front().params; }
+  Muon<T, Device>& muon() { return muon_; }
+  AdamW<T, Device>& adamw() { return adamw_; }
+  const std::vector<autodiff::Parameter<T, Device>*>& muon_params() const { return muon_.groups().front().params; }
+  const std::vector<autodiff::Parameter<T, Device>*>& adamw_params() const { return adamw_.groups().front().params; }
 
  private:
-  static std::vector<autodiff::Parameter<T>*> split(const std::vector<autodiff::Parameter<T>*>& ps, const Route& route,
-                                                    bool to_muon) {
-    std::vector<autodiff::Parameter<T>*> out;
+  static std::vector<autodiff::Parameter<T, Device>*> split(const std::vector<autodiff::Parameter<T, Device>*>& ps,
+                                                            const Route& route, bool to_muon) {
+    std::vector<autodiff::Parameter<T, Device>*> out;
     for (auto* p : ps) {
       SINKLAB_CHECK(p != nullptr, "MuonAdamW: null parameter pointer");
       const bool m = route(*p);
@@ -249,8 +241,8 @@ class MuonAdamW {
     return out;
   }
 
-  Muon<T> muon_;
-  AdamW<T> adamw_;
+  Muon<T, Device> muon_;
+  AdamW<T, Device> adamw_;
 };
 
 // Compiled once in sinklab::precompiled (core/extern_template.hpp).

@@ -4,7 +4,8 @@
 //   g ← g + μ·b (nesterov) or g ← b
 //   p ← p − lr·g
 // lr is the group's lr times a global scale set by a schedule. The momentum buffer is kept
-// per parameter and looked up by parameter name.
+// per parameter and looked up by parameter name. The parameters' device (a template argument, cpu
+// by default) runs the update, policy::SGDUpdate (policy/update.hpp), through its backend.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -17,9 +18,10 @@
 #include "sinklab/autodiff/parameter.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/extern_template.hpp"
-#include "sinklab/core/parallel.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/kernels/cpu/backend.hpp"
 #include "sinklab/optim/param_group.hpp"
+#include "sinklab/policy/update.hpp"
 
 namespace sinklab::optim {
 
@@ -31,9 +33,9 @@ struct SGDOptions {
   bool nesterov = false;
 };
 
-template <class T>
+template <class T, class Device = cpu>
 struct SGDState {
-  Tensor<T> momentum;  // the buffer b; meaningful once step > 0
+  Tensor<T, Device> momentum;  // the buffer b; meaningful once step > 0
   int64_t step = 0;
 
   template <class F>
@@ -59,28 +61,30 @@ inline void check_sgd_options(const SGDOptions& o, std::size_t group) {
 
 }  // namespace detail
 
-template <class T>
-class SGD : public OptimizerBase<T, SGDOptions, SGDState<T>> {
-  using Base = OptimizerBase<T, SGDOptions, SGDState<T>>;
+template <class T, class Device = cpu>
+class SGD : public OptimizerBase<T, SGDOptions, SGDState<T, Device>, Device> {
+  using Base = OptimizerBase<T, SGDOptions, SGDState<T, Device>, Device>;
 
  public:
   using Options = SGDOptions;
-  using Group = ParamGroup<T, SGDOptions>;
-  using State = SGDState<T>;
+  using Group = ParamGroup<T, SGDOptions, Device>;
+  using State = SGDState<T, Device>;
 
   explicit SGD(std::vector<Group> groups) : Base("SGD") {
     for (auto& g : groups) add_param_group(std::move(g));
   }
-  explicit SGD(std::vector<autodiff::Parameter<T>*> params, Options opts = {})
+  explicit SGD(std::vector<autodiff::Parameter<T, Device>*> params, Options opts = {})
       : SGD(std::vector<Group>{Group{std::move(params), opts}}) {}
   // Lets SGD<T>({&a, &b}) pick the single-group form (a two-pointer list would otherwise
   // also match vector<Group>'s iterator-pair constructor).
-  explicit SGD(std::initializer_list<autodiff::Parameter<T>*> params, Options opts = {})
-      : SGD(std::vector<autodiff::Parameter<T>*>(params), opts) {}
+  explicit SGD(std::initializer_list<autodiff::Parameter<T, Device>*> params, Options opts = {})
+      : SGD(std::vector<autodiff::Parameter<T, Device>*>(params), opts) {}
 
   void add_param_group(Group g) {
     detail::check_sgd_options(g.opts, this->groups_.size());
-    this->append_group(std::move(g), [](const autodiff::Parameter<T>& p) { return State{Tensor<T>::zeros(p.shape()), 0}; });
+    this->append_group(std::move(g), [](const autodiff::Parameter<T, Device>& p) {
+      return State{Tensor<T, Device>::zeros(p.shape()), 0};
+    });
   }
 
   void step() {
@@ -88,12 +92,13 @@ class SGD : public OptimizerBase<T, SGDOptions, SGDState<T>> {
     for (std::size_t gi = 0; gi < this->groups_.size(); ++gi) {
       const Group& g = this->groups_[gi];
       detail::check_sgd_options(g.opts, gi);
-      const T lr = static_cast<T>(g.opts.lr * this->lr_scale_);
-      const T wd = static_cast<T>(g.opts.weight_decay);
-      const T mu = static_cast<T>(g.opts.momentum);
-      const T keep = static_cast<T>(1.0 - g.opts.dampening);
-      const bool use_momentum = g.opts.momentum != 0;
-      const bool nesterov = g.opts.nesterov;
+      policy::SGDUpdate<T> u{static_cast<T>(g.opts.lr * this->lr_scale_),
+                             static_cast<T>(g.opts.weight_decay),
+                             static_cast<T>(g.opts.momentum),
+                             static_cast<T>(1.0 - g.opts.dampening),
+                             g.opts.momentum != 0,
+                             false,
+                             g.opts.nesterov};
       for (auto* p : g.params) {
         State& st = this->states_[k++];
         if (!p->requires_grad) continue;
@@ -101,29 +106,14 @@ class SGD : public OptimizerBase<T, SGDOptions, SGDState<T>> {
         SINKLAB_CHECK(st.momentum.shape() == p->shape() && st.momentum.is_contiguous(), "SGD::step: momentum of '",
                       p->name, "' has shape ", st.momentum.shape(), " but the parameter has shape ", p->shape(),
                       " (it must also be contiguous)");
-        const bool first = st.step == 0;
+        u.first = st.step == 0;
         ++st.step;
-        T* pv = p->value.data();
-        const T* gv = p->grad.data();
-        T* bv = st.momentum.data();
-        parallel_for(0, p->numel(), kGrain, [&](int64_t lo, int64_t hi) {
-          for (int64_t i = lo; i < hi; ++i) {
-            T d = gv[i] + wd * pv[i];
-            if (use_momentum) {
-              const T b = first ? d : mu * bv[i] + keep * d;
-              bv[i] = b;
-              d = nesterov ? d + mu * b : b;
-            }
-            pv[i] -= lr * d;
-          }
-        });
+        kernels::backend<Device>::apply_update(p->numel(), u, p->value.data(), static_cast<const T*>(p->grad.data()),
+                                               st.momentum.data());
       }
     }
     ++this->step_count_;
   }
-
- private:
-  static constexpr int64_t kGrain = int64_t{1} << 15;
 };
 
 // Compiled once in sinklab::precompiled (core/extern_template.hpp).

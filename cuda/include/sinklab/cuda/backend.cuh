@@ -5,13 +5,12 @@
 // every op of autodiff/ on the GPU: include it from a .cu file built by nvcc.
 //
 // Every kernel runs on the default stream, in the order the ops issue them; the launchers return
-// without waiting, except those that return a host value (sum_all, cross_entropy_count and
-// cross_entropy_forward, an embedding's id check), which copy it back, and an attention with
+// without waiting, except those that return a host value (sum_all, sum_of_squares,
+// cross_entropy_count and cross_entropy_forward, an embedding's id check), which copy it back, and an attention with
 // kv_lengths (on the host), which copies them over.
 #pragma once
 #include <utility>
 
-#include "sinklab/cuda/adamw.cuh"
 #include "sinklab/cuda/attention_ops.cuh"
 #include "sinklab/cuda/elementwise.cuh"
 #include "sinklab/cuda/gemm.cuh"
@@ -21,6 +20,7 @@
 #include "sinklab/cuda/mix.cuh"
 #include "sinklab/cuda/norm.cuh"
 #include "sinklab/cuda/rowwise.cuh"
+#include "sinklab/cuda/update.cuh"
 #include "sinklab/kernels/backend.hpp"
 
 namespace sinklab::kernels {
@@ -59,6 +59,7 @@ struct backend<sinklab::cuda> {
   SINKLAB_CUDA_KERNEL(max_axis)
   SINKLAB_CUDA_KERNEL(max_axis_backward)
   SINKLAB_CUDA_KERNEL(sum_all)
+  SINKLAB_CUDA_KERNEL(sum_of_squares)
   // rows
   SINKLAB_CUDA_KERNEL(softmax_rows)
   SINKLAB_CUDA_KERNEL(softmax_rows_backward)
@@ -118,8 +119,8 @@ struct backend<sinklab::cuda> {
   SINKLAB_CUDA_KERNEL(gate_backward)
   SINKLAB_CUDA_KERNEL(row_norms)
   SINKLAB_CUDA_KERNEL(gate_values)
-  // optimizer steps
-  SINKLAB_CUDA_KERNEL(adamw_step)
+  // in-place updates: optimiser steps, gradient clipping
+  SINKLAB_CUDA_KERNEL(apply_update)
 
   template <class T, class Device = sinklab::cuda>
   using AttentionForward = kernels::cpu::AttentionForward<T, Device>;

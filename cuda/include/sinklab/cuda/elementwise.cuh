@@ -2,8 +2,8 @@
 // (kernels/cuda/elementwise.hpp, reduce.hpp): the same names and signatures as kernels::cpu's
 // (kernels/cpu/elementwise.hpp, reduce.hpp), on device pointers and Tensor<T, cuda>, so
 // kernels::backend<cuda> forwards to them as backend<cpu> forwards to the CPU's. Every kernel
-// runs on the default stream, as memory<cuda> assumes. Two of them wait for the device: sum_all
-// (it returns its sum to the host) and embedding_forward (it checks the ids, which live on the
+// runs on the default stream, as memory<cuda> assumes. Three of them wait for the device: sum_all
+// and sum_of_squares (they return their sums to the host) and embedding_forward (it checks the ids, which live on the
 // device, and throws the CPU's message for a bad one). No kernel uses atomics: each result is
 // the same run to run, and equal to the CPU's bit for bit where the sums run in the CPU's
 // order (see sum_axis and kChunkedThreads for those that do not).
@@ -123,6 +123,11 @@ template <class T>
 __global__ void sum_partials_kernel(const T* x, int64_t n, T* out) {
   simt::Cuda ctx;
   kernels::cuda::sum_partials(ctx, x, n, out);
+}
+template <class T>
+__global__ void squares_in_double_kernel(const T* x, double* y, int64_t n) {
+  simt::Cuda ctx;
+  kernels::cuda::squares_in_double(ctx, x, y, n);
 }
 template <class T>
 __global__ void max_axis_kernel(const T* x, T* out, int64_t* arg, kernels::AxisView v) {
@@ -399,6 +404,18 @@ T sum_all(const T* x, int64_t n) {
   T v = T(0);
   memory<sinklab::cuda>::to_host(&v, total.get(), 1);
   return v;
+}
+
+// Σ x² over n contiguous elements in double (the gradient clipping's norm, summed in double as the
+// CPU sums it): the squares in double (squares_in_double), then sum_all's reduction; returned to
+// the host (waits for the device).
+template <class T>
+double sum_of_squares(const T* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  auto squares = memory<sinklab::cuda>::allocate<double>(static_cast<std::size_t>(n));
+  detail::squares_in_double_kernel<T><<<detail::grid_for(n), kThreads>>>(x, squares.get(), n);
+  check(cudaGetLastError(), "squares_in_double kernel launch");
+  return sum_all(static_cast<const double*>(squares.get()), n);
 }
 
 }  // namespace sinklab::cuda_backend

@@ -13,7 +13,6 @@
 
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cpu/act_mul.hpp"
-#include "sinklab/kernels/cpu/adamw.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
 #include "sinklab/kernels/cpu/elementwise.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
@@ -25,6 +24,7 @@
 #include "sinklab/kernels/cpu/reduce.hpp"
 #include "sinklab/kernels/cpu/rope.hpp"
 #include "sinklab/kernels/cpu/rowwise.hpp"
+#include "sinklab/kernels/cpu/update.hpp"
 
 namespace sinklab::kernels {
 
@@ -63,6 +63,7 @@ struct backend<sinklab::cpu> {
   SINKLAB_CPU_KERNEL(max_axis)
   SINKLAB_CPU_KERNEL(max_axis_backward)
   SINKLAB_CPU_KERNEL(sum_all)
+  SINKLAB_CPU_KERNEL(sum_of_squares)  // in double (the gradient clipping's norm)
   // rows (kernels/cpu/rowwise.hpp)
   SINKLAB_CPU_KERNEL(softmax_rows)
   SINKLAB_CPU_KERNEL(softmax_rows_backward)
@@ -109,8 +110,8 @@ struct backend<sinklab::cpu> {
   SINKLAB_CPU_KERNEL(gate_backward)
   SINKLAB_CPU_KERNEL(row_norms)
   SINKLAB_CPU_KERNEL(gate_values)
-  // optimizer steps (kernels/cpu/adamw.hpp)
-  SINKLAB_CPU_KERNEL(adamw_step)
+  // in-place updates: optimiser steps, gradient clipping (kernels/cpu/update.hpp)
+  SINKLAB_CPU_KERNEL(apply_update)
 
   // What a kernel returns where it returns more than a tensor.
   template <class T, class Device = sinklab::cpu>

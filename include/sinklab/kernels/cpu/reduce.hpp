@@ -1,7 +1,9 @@
 // Reductions over one axis of a contiguous tensor, seen as [outer, n, inner].
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/simd.hpp"
@@ -75,6 +77,26 @@ void max_axis_backward(const T* g, const int64_t* arg, T* gx, AxisView v) {
 template <class T>
 T sum_all(const T* x, int64_t n) {
   return simd::sum(x, n);
+}
+
+// Σ x² over n contiguous elements in double, over fixed blocks, so the result does not depend on
+// the thread count (the gradient clipping's norm).
+template <class T>
+double sum_of_squares(const T* x, int64_t n) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks), 0.0);
+  parallel_for(0, blocks, 8, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
+      double s = 0;
+      for (int64_t i = lo; i < hi; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      partial[static_cast<std::size_t>(b)] = s;
+    }
+  });
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
 }
 
 }  // namespace sinklab::kernels::cpu

@@ -74,6 +74,13 @@ SINKLAB_HD void sum_partials(Ctx& ctx, const T* x, int64_t n, T* out) {
   if (ctx.thread() == 0) out[ctx.block()] = acc;
 }
 
+// y[k] = x[k]² in double: the terms of the gradient norm's Σ x² (sum_of_squares sums them as
+// sum_all does, in double whatever T is, as the CPU's clipping sums).
+template <class Ctx, class T>
+SINKLAB_HD void squares_in_double(Ctx& ctx, const T* x, double* y, int64_t n) {
+  detail::for_each_element(ctx, n, [&](int64_t k) { y[k] = static_cast<double>(x[k]) * static_cast<double>(x[k]); });
+}
+
 // out[o, i] = max_k x[o, k, i] and arg[o, i] = the first k attaining it (a strict >, as the
 // CPU's, so ties keep the first and a NaN at k = 0 stays).
 template <class Ctx, class T>
