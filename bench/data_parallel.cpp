@@ -43,7 +43,7 @@ namespace {
 using bench::kLarge;
 using bench::kSmall;
 using bench::ModelSize;
-using Trainer = bench::DecoderSetup;
+using Trainer = bench::DecoderSetup<>;
 
 struct Args {
   ModelSize size = kLarge;

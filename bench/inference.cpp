@@ -109,7 +109,7 @@ int bench_main(int argc, char** argv) {
   std::printf("CPU: %s\n%s\n", cpu_features().summary().c_str(), kernels::cpu::kernel_isa().summary().c_str());
   std::string table;
   for (const ModelSize& s : a.configs) {
-    bench::DecoderSetup d(s);
+    bench::DecoderSetup<> d(s);
     auto& model = *d.model;
     const int64_t tokens = s.batch * s.T;
     std::vector<Tensor<int32_t>> calib;

@@ -5,7 +5,7 @@
 //
 //   train_step [--config small|large|both] [--threads 2] [--steps 10] [--warmup 3] [--rounds 1]
 //              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR] [--precision fp32|bf16]
-//              [--torch-autocast] [--check-finite]
+//              [--torch-autocast] [--check-finite] [--device cpu|cuda]
 //
 // The small and large configs, the model and its batch: bench/decoder.hpp.
 //
@@ -20,6 +20,10 @@
 // for the ratio. --torch-autocast runs the PyTorch side under torch.autocast("cpu", bfloat16) (its
 // "torch" columns are then autocast's; the torch command line printed first says so). --check-finite runs sinklab's side under the non-finite guard
 // (autodiff::CheckFinite, on in the examples), to measure what the guard costs.
+//
+// --device cuda times the same model as Module<float, cuda> on the GPU (bench/train_step_cuda.cu;
+// needs a build with the CUDA backend and a GPU) against the PyTorch model on the same GPU
+// (eager, the script's --device cuda; it needs a PyTorch built with CUDA).
 #include <unistd.h>
 
 #include <cmath>
@@ -42,6 +46,10 @@
 #include "sinklab/core/rng.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
+
+#if defined(SINKLAB_BENCH_CUDA)
+#include "train_step_cuda.hpp"
+#endif
 
 #ifndef SINKLAB_BENCH_SOURCE_DIR
 #define SINKLAB_BENCH_SOURCE_DIR "bench"
@@ -66,6 +74,7 @@ struct Args {
   bool profile = false;
   bool check_finite = false;
   bool torch_autocast = false;  // the PyTorch side under torch.autocast("cpu", bfloat16)
+  std::string device = "cpu";
   kernels::Precision precision = kernels::Precision::fp32;
   std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/train_step_torch.py";
   std::string openblas_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
@@ -75,7 +84,8 @@ struct Args {
   std::fprintf(stderr,
                "usage: %s [--config small|large|both] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
                "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n"
-               "          [--precision fp32|bf16] [--torch-autocast] [--check-finite]\n",
+               "          [--precision fp32|bf16] [--torch-autocast] [--check-finite] [--device cpu|cuda]\n"
+               "defaults: --config both --threads 2 --steps 10 --warmup 3 --rounds 1 --precision fp32 --device cpu\n",
                argv0);
   std::exit(2);
 }
@@ -102,11 +112,19 @@ Args parse(int argc, char** argv) {
     else if (k == "--torch-autocast") a.torch_autocast = true;
     else if (k == "--torch-script" && has_value) a.torch_script = argv[++i];
     else if (k == "--openblas-dir" && has_value) a.openblas_dir = argv[++i];
+    else if (k == "--device" && has_value) {
+      a.device = argv[++i];
+      if (a.device != "cpu" && a.device != "cuda") usage(argv[0]);
+    }
     else if (k == "--precision" && has_value) {
       const std::string p = argv[++i];
       if (p != "fp32" && p != "bf16") usage(argv[0]);
       a.precision = p == "bf16" ? kernels::Precision::bf16 : kernels::Precision::fp32;
     } else usage(argv[0]);
+  }
+  if (a.device == "cuda" && (a.precision != kernels::Precision::fp32 || a.torch_autocast || a.profile)) {
+    std::fprintf(stderr, "train_step: --device cuda times fp32 only (no --precision bf16, --torch-autocast or --profile)\n");
+    std::exit(2);
   }
   if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.rounds < 1) {
     std::fprintf(stderr, "train_step: threads, steps and rounds must be >= 1, warmup >= 0\n");
@@ -172,7 +190,7 @@ class SinklabRun {
   }
 
  private:
-  bench::DecoderSetup d_;
+  bench::DecoderSetup<> d_;
 };
 
 template <class F>
@@ -211,7 +229,8 @@ bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' 
 std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_info) {
   const std::string cmd = torch_env(a) + " /usr/bin/python3 " + bench::shell_quoted(a.torch_script) + " --json --config " + s.name +
                           " --threads " + std::to_string(a.threads) + " --steps " + std::to_string(a.steps) +
-                          " --warmup " + std::to_string(a.warmup) + (a.torch_autocast ? " --autocast" : "");
+                          " --warmup " + std::to_string(a.warmup) + (a.torch_autocast ? " --autocast" : "") +
+                          " --device " + a.device;
   if (print_info) std::printf("torch command: %s\n", cmd.c_str());
   std::fflush(stdout);
   FILE* p = popen(cmd.c_str(), "r");
@@ -254,10 +273,68 @@ std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_in
 // Lets the other side's spinning OpenMP/OpenBLAS threads go to sleep before timing.
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
 
+#if defined(SINKLAB_BENCH_CUDA)
+// --device cuda: sinklab's decoder on the GPU beside PyTorch's on the same GPU, per config.
+int cuda_main(const Args& a) {
+  std::printf("train_step --device cuda: %d warmup + %d timed steps, %d round(s)\n", a.warmup, a.steps, a.rounds);
+  bool printed_info = false, printed_header = false;
+  for (const ModelSize& s : a.configs) {
+    std::vector<double> train_sl, fwd_sl, train_torch, fwd_torch;
+    bench::CudaTrainStep sl;
+    for (int round = 0; round < a.rounds; ++round) {
+      sl = bench::cuda_train_step(s, a.warmup, a.steps);
+      if (sl.device.empty()) {
+        std::printf("train_step --device cuda: no usable GPU (%s); skipped\n", sl.why.c_str());
+        return 0;
+      }
+      train_sl.push_back(sl.train_s);
+      fwd_sl.push_back(sl.fwd_s);
+      if (a.torch) {
+        if (auto t = run_torch(s, a, !printed_info)) {
+          printed_info = true;
+          train_torch.push_back(t->train_s);
+          fwd_torch.push_back(t->fwd_s);
+        }
+      }
+    }
+    if (!printed_header) {
+      printed_header = true;
+      std::printf("\n%-6s %10s %8s | %14s %14s %7s | %14s %14s %7s\n", "config", "params", "loss0", "sinklab train",
+                  "torch train", "ratio", "sinklab fwd", "torch fwd", "ratio");
+    }
+    const double tokens = static_cast<double>(s.batch * s.T);
+    const double sl_train = tokens / bench::median_of(train_sl), sl_fwd = tokens / bench::median_of(fwd_sl);
+    if (train_torch.empty()) {
+      std::printf("%-6s %10lld %8.4f | %14.0f %14s %7s | %14.0f %14s %7s   (%s)\n", s.name.c_str(),
+                  static_cast<long long>(sl.params), sl.loss0, sl_train, "-", "-", sl_fwd, "-", "-", sl.device.c_str());
+      continue;
+    }
+    const double t_train = tokens / bench::median_of(train_torch), t_fwd = tokens / bench::median_of(fwd_torch);
+    std::printf("%-6s %10lld %8.4f | %14.0f %14.0f %6.2fx | %14.0f %14.0f %6.2fx   (%s)\n", s.name.c_str(),
+                static_cast<long long>(sl.params), sl.loss0, sl_train, t_train, sl_train / t_train, sl_fwd, t_fwd,
+                sl_fwd / t_fwd, sl.device.c_str());
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 static int bench_main(int argc, char** argv) {
   Args a = parse(argc, argv);
+  if (a.device == "cuda") {
+#if defined(SINKLAB_BENCH_CUDA)
+    if (a.torch && !a.torch_forced && !torch_available()) {
+      std::printf("train_step: /usr/bin/python3 cannot import torch; running sinklab alone\n");
+      a.torch = false;
+    }
+    return cuda_main(a);
+#else
+    std::fprintf(stderr, "train_step: --device cuda needs a build with the CUDA backend (SINKLAB_CUDA=ON or AUTO "
+                         "with the CUDA Toolkit found); this one has none\n");
+    return 2;
+#endif
+  }
   set_num_threads(a.threads);
   if (a.torch && !a.torch_forced && !torch_available()) {
     std::printf("train_step: /usr/bin/python3 cannot import torch; running sinklab alone\n");

@@ -152,17 +152,18 @@ def matmul_gflops(n=1024, reps=5):
     return best
 
 
-def bench(name, warmup, steps, seed, autocast=False):
+def bench(name, warmup, steps, seed, autocast=False, device="cpu"):
     c = CONFIGS[name]
     torch.manual_seed(seed)
-    model = Decoder(c["d"], c["heads"], c["layers"], c["T"])
+    model = Decoder(c["d"], c["heads"], c["layers"], c["T"]).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     expected = parameter_count(c["d"], c["heads"], c["layers"])
     if n_params != expected:
         raise SystemExit(f"train_step_torch: {name}: torch model has {n_params} parameters, sinklab's has {expected}")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    ids = torch.randint(0, VOCAB, (c["batch"], c["T"]))
-    targets = torch.randint(0, VOCAB, (c["batch"], c["T"]))
+    ids = torch.randint(0, VOCAB, (c["batch"], c["T"])).to(device)
+    targets = torch.randint(0, VOCAB, (c["batch"], c["T"])).to(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     tokens = c["batch"] * c["T"]
 
     # --autocast: torch.autocast("cpu", bfloat16) around the forward, the mode a PyTorch user turns on
@@ -187,17 +188,19 @@ def bench(name, warmup, steps, seed, autocast=False):
     def timed(f):
         for _ in range(warmup):
             f()
+        sync()
         times = []
         for _ in range(steps):
             t0 = time.perf_counter()
             f()
+            sync()
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
     loss0 = forward_only().item()
     t_train = timed(train_step)
     t_fwd = timed(forward_only)
-    return dict(config=name, autocast=autocast, params=n_params, tokens=tokens, loss0=loss0, train_step_s=t_train,
+    return dict(config=name, autocast=autocast, device=device, params=n_params, tokens=tokens, loss0=loss0, train_step_s=t_train,
                 train_tok_s=tokens / t_train, fwd_s=t_fwd, fwd_tok_s=tokens / t_fwd)
 
 
@@ -210,7 +213,13 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="one JSON line per config on stdout")
     ap.add_argument("--autocast", action="store_true", help="run the model under torch.autocast('cpu', bfloat16)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
     a = ap.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("train_step_torch: --device cuda, but torch.cuda.is_available() is False "
+                         "(a PyTorch without CUDA, or no GPU)")
+    if a.device == "cuda" and a.autocast:
+        raise SystemExit("train_step_torch: --autocast is the CPU's bf16 mode; not with --device cuda")
     torch.set_num_threads(a.threads)
     gf = matmul_gflops()
     info = dict(torch=torch.__version__, threads=torch.get_num_threads(), blas=loaded_blas(), matmul1024_gflops=gf,
@@ -222,11 +231,11 @@ def main():
         print(f"torch {info['torch']}, {info['threads']} threads, BLAS {info['blas']}, "
               f"1024² matmul {gf:.1f} GFLOP/s, sdpa {info['sdpa']}")
     for name in (["small", "large"] if a.config == "both" else [a.config]):
-        r = bench(name, a.warmup, a.steps, a.seed, a.autocast)
+        r = bench(name, a.warmup, a.steps, a.seed, a.autocast, a.device)
         if a.json:
             print(json.dumps(r), flush=True)
         else:
-            print(f"{name}{' (autocast bf16)' if a.autocast else ''}: {r['params']} params, train {r['train_tok_s']:.0f} tok/s "
+            print(f"{name}{' (autocast bf16)' if a.autocast else ''} on {a.device}: {r['params']} params, train {r['train_tok_s']:.0f} tok/s "
                   f"({r['train_step_s'] * 1e3:.1f} ms/step), forward {r['fwd_tok_s']:.0f} tok/s")
 
 

@@ -1,6 +1,7 @@
-// examples/compose: what the two translation units share. models.cpp holds the architectures
-// and the training loop, and is the file to edit; main.cpp holds the command line, the text and
-// the table, and does not recompile when an architecture changes.
+// examples/compose: what the translation units share. models.hpp holds the architectures and the
+// training loop, and is the file to edit (models.cpp builds it for the cpu, models_cuda.cu for a
+// GPU); main.cpp holds the command line, the text and the table, and does not recompile when an
+// architecture changes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,7 +28,10 @@ struct Result {
 // The variants' keys, in the order they run.
 inline const std::vector<std::string> kVariants = {"vanilla", "gated", "vga", "exo"};
 
-// Trains every variant whose key is in `only` (all when empty) on the same batches.
+// Trains every variant whose key is in `only` (all when empty) on the same batches: on the cpu
+// (models.cpp), or on the first GPU (models_cuda.cu, in builds with the CUDA backend: main.cpp
+// sees SINKLAB_EXAMPLE_CUDA); the latter fails with the runtime's reason where no GPU is usable.
 std::vector<Result> train_variants(const Setup& s, const std::vector<std::string>& only);
+std::vector<Result> train_variants_cuda(const Setup& s, const std::vector<std::string>& only);
 
 }  // namespace compose

@@ -5,11 +5,12 @@
 //
 //   compose [--steps N] [--seed S] [--d-model D] [--layers L] [--heads H] [--seq-len T]
 //           [--batch B] [--lr LR] [--text brown|builtin|FILE] [--brown-files K]
-//           [--only vanilla,gated,vga,exo] [--smoke]
+//           [--only vanilla,gated,vga,exo] [--device cpu|cuda] [--smoke]
 //
 // Text: the Brown corpus when it is present (scripts/fetch-data.sh), else a built-in paragraph;
 // the program says which. The last 10% of the bytes are held out for the validation loss.
-// --smoke runs a few tiny steps on the built-in paragraph (the CTest smoke test).
+// --smoke runs a few tiny steps on the built-in paragraph (the CTest smoke test). --device cuda
+// trains the same models on the first GPU (a build with the CUDA backend; one process).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -50,6 +51,7 @@ int run(int argc, char** argv) {
   std::string text_opt = "auto";
   std::size_t brown_files = 40;
   bool smoke = false;
+  std::string device = "cpu";
   std::vector<std::string> only;
   app.add_option("--steps", s.steps, "training steps per variant")->check(examples::Positive);
   app.add_option("--seed", s.seed, "random seed (initialisation and batches)");
@@ -64,6 +66,10 @@ int run(int argc, char** argv) {
   app.add_option("--only", only, "run only these variants (vanilla, gated, vga, exo)")
       ->delimiter(',')
       ->check(CLI::IsMember(compose::kVariants));
+  app.add_option("--device", device, "where the models train: cpu, or cuda (the first GPU; needs a build with the CUDA "
+                                     "backend)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   app.add_flag("--smoke", smoke, "a few tiny steps on the built-in text (seconds; for CTest)");
   if (int rc = sinklab::experiment::parse(app, argc, argv); rc >= 0) return rc;
   sinklab::dist::Communicator& comm = sinklab::dist::world();  // stdout is rank 0's (experiment::parse)
@@ -78,6 +84,11 @@ int run(int argc, char** argv) {
     if (text_opt == "auto") text_opt = "builtin";
   }
   SINKLAB_CHECK(s.d_model % s.heads == 0, "--heads ", s.heads, " does not divide --d-model ", s.d_model);
+#if !defined(SINKLAB_EXAMPLE_CUDA)
+  SINKLAB_CHECK(device == "cpu", "--device cuda needs a build with the CUDA backend (configure with SINKLAB_CUDA=ON, "
+                                 "or AUTO where the CUDA Toolkit is found); this build has none");
+#endif
+  SINKLAB_CHECK(device == "cpu" || comm.size() == 1, "--device cuda trains in one process; run it without mpirun");
 
   std::string text, source;
   if (text_opt == "builtin") {
@@ -113,7 +124,12 @@ int run(int argc, char** argv) {
                 sinklab::num_threads(), comm.backend().c_str(), static_cast<long long>(s.batch / comm.size()),
                 static_cast<long long>(s.batch));
 
+#if defined(SINKLAB_EXAMPLE_CUDA)
+  const std::vector<compose::Result> results =
+      device == "cuda" ? compose::train_variants_cuda(s, only) : compose::train_variants(s, only);
+#else
   const std::vector<compose::Result> results = compose::train_variants(s, only);
+#endif
 
   std::printf("\n%-36s %10s %10s %10s %10s %10s\n", "variant", "params", "first", "train", "val", "ms/step");
   bool finite = true;

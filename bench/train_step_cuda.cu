@@ -1,0 +1,62 @@
+// The decoder's training step on the GPU (see train_step_cuda.hpp): the same model, optimiser and
+// batch as the cpu side, every op through kernels::backend<cuda>.
+#include "train_step_cuda.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "sinklab/cuda/backend.cuh"
+
+namespace sinklab::bench {
+namespace {
+
+template <class F>
+double median_seconds(F&& f, int warmup, int steps) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
+}  // namespace
+
+CudaTrainStep cuda_train_step(const ModelSize& s, int warmup, int steps) {
+  CudaTrainStep r;
+  const char* why = nullptr;
+  if (cuda_backend::device_count(&why) == 0) {
+    r.why = why ? why : "no CUDA device";
+    return r;
+  }
+  cudaDeviceProp prop{};
+  cuda_backend::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  r.device = prop.name;
+  DecoderSetup<cuda> d(s);
+  for (const auto* p : d.params) r.params += p->numel();
+  auto forward_only = [&] {
+    autodiff::no_grad off;
+    d.tape.clear();
+    return d.model->loss(d.tape, d.batch.x, d.batch.y).item();
+  };
+  auto train_step = [&] {
+    d.tape.clear();
+    d.opt->zero_grad();
+    autodiff::Var<float, cuda> loss = d.model->loss(d.tape, d.batch.x, d.batch.y);
+    d.tape.backward(loss);
+    d.opt->step();
+    return loss.item();
+  };
+  r.loss0 = forward_only();
+  r.train_s = median_seconds(train_step, warmup, steps);
+  r.fwd_s = median_seconds(forward_only, warmup, steps);
+  return r;
+}
+
+}  // namespace sinklab::bench
