@@ -5,6 +5,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "sinklab/kernels/cpu/backend.hpp"
@@ -17,6 +18,11 @@ struct test_device {
 inline std::map<std::string, int>& kernel_calls() {
   static std::map<std::string, int> calls;
   return calls;
+}
+// The count of kernels::backend<test_device>::apply_update running the update F.
+template <class F>
+std::string update_key() {
+  return std::string("apply_update/") + typeid(F).name();
 }
 inline int total_calls() {
   int n = 0;
@@ -119,7 +125,14 @@ struct kernels::backend<test_device> : kernels::backend<sinklab::cpu> {
   COUNTED(gate_backward)
   COUNTED(row_norms)
   COUNTED(gate_values)
-  COUNTED(apply_update)
+  // counted by name and, separately, by the update it runs (update_key<F>()), so a test can tell an
+  // optimiser's steps from the clipping's rescale
+  template <class F, class... P>
+  static void apply_update(int64_t n, const F& f, P*... buffers) {
+    ++kernel_calls()["apply_update"];
+    ++kernel_calls()[update_key<F>()];
+    backend<sinklab::cpu>::apply_update(n, f, buffers...);
+  }
 };
 #undef COUNTED
 #undef COUNTED_OF

@@ -1,8 +1,9 @@
 // Models trained a few steps on a device Dev, for the tests that compare devices
 // (test_device_models: a counted host device; tests/cuda/test_cuda_models: the GPU): a decoder
 // with a sink, a value gate, QK-norm, RoPE, GQA and a z-loss; one with learned positions, a sink
-// token, DyT, a per-channel output gate and ExoFormer mixing; a ViT with registers. Each step
-// clips the gradient norm at 0.5 and steps AdamW, SGD (nesterov) or Muon + AdamW.
+// token, DyT, a per-channel output gate and ExoFormer mixing; a ViT with registers. The language
+// models clip the gradient norm at 0.5 every step and step AdamW, SGD (nesterov) or Muon + AdamW;
+// the ViT steps AdamW.
 #pragma once
 #include <string>
 #include <vector>

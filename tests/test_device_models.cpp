@@ -1,15 +1,18 @@
 // Models, optimisers and clipping on a device other than cpu: the models of model_cases.hpp built
 // as Module<T, test_device> (counted_device.hpp: host memory, the CPU's kernels, every call
-// counted) train step for step as on cpu — the same losses bit for bit. A module, optimiser or
-// clipping step written for one device would reach the CPU's loops or host pointers directly and
-// miss the counters or fail to compile. nn::copy_parameters moves trained weights to a cpu model,
-// where probes run; checkpoints of a device model go through host copies.
+// counted) train step for step as on cpu — the same losses bit for bit — and their GEMMs, fused
+// attention, gradient norms (one per parameter per step) and each optimiser's own update go
+// through the device's backend. That nothing loops over host memory itself cannot be seen here
+// (the test device's memory is the host's): test_device_seam checks the ops for it, and the GPU
+// test (tests/cuda/test_cuda_models.cu) the whole models. nn::copy_parameters moves trained
+// weights to a cpu model, where probes run; checkpoints of a device model go through host copies.
 #include <doctest/doctest.h>
 
 #include "counted_device.hpp"
 #include "model_cases.hpp"
 #include "temp_dir.hpp"
 
+#include <string>
 #include <vector>
 
 #include "sinklab/io/checkpoint.hpp"
@@ -26,11 +29,25 @@ TEST_CASE_TEMPLATE("a language model trains on a second device with the cpu's lo
     const std::vector<float> got = train_lm<Arch, float, test_device>(optimizer, 4);
     CHECK(got == want);
     CHECK(want.back() < want.front());
-    // the model's work reached the device's kernels: GEMMs, the fused attention, the steps
+    // the model's work reached the device's backend: GEMMs, the fused attention, every
+    // parameter's gradient norm each step, and each optimiser's own update
+    Rng rng(11);
+    typename Arch::template Module<float, cpu> shape_only("", config(), rng);
+    const auto n_params = static_cast<int>(nn::parameter_list<float>(shape_only).size());
     CHECK(kernel_calls()["gemm"] + kernel_calls()["gemm_at"] > 0);
     CHECK(kernel_calls()["attention_fused_forward"] > 0);
     CHECK(kernel_calls()["attention_fused_backward"] > 0);
-    CHECK(kernel_calls()["apply_update"] > 0);
+    const std::string opt = optimizer;
+    if (opt == "sgd") CHECK(kernel_calls()[update_key<policy::SGDUpdate<float>>()] == 4 * n_params);
+    if (opt == "adamw") CHECK(kernel_calls()[update_key<policy::AdamWUpdate<float>>()] == 4 * n_params);
+    const int matrices = kernel_calls()[update_key<policy::MuonMomentum<float>>()] / 4;
+    if (opt == "muon") {
+      CHECK(matrices > 0);
+      CHECK(kernel_calls()[update_key<policy::DecayedStep<float>>()] == 4 * matrices);
+      CHECK(kernel_calls()[update_key<policy::AdamWUpdate<float>>()] == 4 * (n_params - matrices));
+    }
+    // the clipping's norm, and Newton–Schulz's normalisation of each matrix's update
+    CHECK(kernel_calls()["sum_of_squares"] == 4 * (n_params + matrices));
   }
 }
 
@@ -39,7 +56,8 @@ TEST_CASE("a ViT trains on a second device with the cpu's losses") {
   kernel_calls().clear();
   CHECK(train_vit<float, test_device>(3) == want);
   CHECK(want.back() < want.front());
-  CHECK(kernel_calls()["memory::from_host"] > 0);  // parameters and patches copied onto the device
+  CHECK(kernel_calls()["attention_fused_backward"] == 3 * 2);  // 3 steps, 2 layers, on the device
+  CHECK(kernel_calls()[update_key<policy::AdamWUpdate<float>>()] > 0);
 }
 
 TEST_CASE("nn::copy_parameters moves weights between devices and names a mismatch") {

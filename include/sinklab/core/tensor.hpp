@@ -197,9 +197,10 @@ class Tensor {
     return out;
   }
   // The tensor on device To: a dense copy (through host memory when neither side is the host),
-  // or this tensor itself, sharing storage, when it is already there.
+  // or this tensor itself, sharing storage, when it is already there; undefined stays undefined.
   template <class To>
   Tensor<T, To> to_device() const {
+    if (!defined()) return {};
     if constexpr (std::is_same_v<To, Device>) {
       return *this;
     } else {

@@ -31,7 +31,7 @@ bool clipped(const char* who, const autodiff::Parameter<T, Device>* p) {
 }  // namespace detail
 
 // L2 norm of all gradients together (parameters with requires_grad = false are left out).
-template <class T, class Device>
+template <class T, class Device = cpu>
 double grad_norm(const std::vector<autodiff::Parameter<T, Device>*>& params) {
   double s = 0;
   for (const auto* p : params)
@@ -44,7 +44,7 @@ double grad_norm(const std::vector<autodiff::Parameter<T, Device>*>& params) {
 // clipped norm is max_norm. Returns the norm before clipping. A non-finite norm (inf or NaN
 // gradients) is returned as is and the gradients are left untouched, so the caller can see it
 // and skip the step; with error_if_nonfinite it throws instead.
-template <class T, class Device>
+template <class T, class Device = cpu>
 double clip_grad_norm(const std::vector<autodiff::Parameter<T, Device>*>& params, double max_norm,
                       bool error_if_nonfinite = false) {
   SINKLAB_CHECK(std::isfinite(max_norm) && max_norm > 0, "optim::clip_grad_norm: max_norm ", max_norm,
@@ -63,7 +63,7 @@ double clip_grad_norm(const std::vector<autodiff::Parameter<T, Device>*>& params
 }
 
 // Clamps every gradient value to [−clip_value, clip_value]; NaNs are left as they are.
-template <class T, class Device>
+template <class T, class Device = cpu>
 void clip_grad_value(const std::vector<autodiff::Parameter<T, Device>*>& params, double clip_value) {
   SINKLAB_CHECK(std::isfinite(clip_value) && clip_value > 0, "optim::clip_grad_value: clip_value ", clip_value,
                 ", expected a finite value > 0");

@@ -53,7 +53,7 @@ inline constexpr double kNewtonSchulzA = 3.4445, kNewtonSchulzB = -4.7750, kNewt
 // The quintic Newton–Schulz iteration on a matrix G [rows, cols]; returns a matrix of the same
 // shape with singular values near 1 (within about [0.7, 1.2]) and G's singular vectors. Runs on
 // G's device through its backend's GEMM and elementwise kernels.
-template <class T, class Device>
+template <class T, class Device = cpu>
 Tensor<T, Device> newton_schulz5(const Tensor<T, Device>& G, int steps = 5) {
   using K = kernels::backend<Device>;
   using kernels::Trans;
