@@ -45,6 +45,7 @@
 #include "sinklab/kernels/cpu/gemm.hpp"
 #include "sinklab/kernels/cpu/gemm_bf16.hpp"
 #include "sinklab/kernels/cpu/gemm_s8.hpp"
+#include "sinklab/kernels/cpu/isa.hpp"
 
 #ifndef SINKLAB_BENCH_SOURCE_DIR
 #define SINKLAB_BENCH_SOURCE_DIR "bench"
@@ -235,11 +236,7 @@ static int bench_main(int argc, char** argv) {
               : s8 ? "W8A8 (gemm_u8s8: uint8 x int8, int32 sums)"
                    : "fp32",
               args.threads);
-  std::printf("CPU: %s; bf16 path: %s; int8 path: %s\n", cpu_features().summary().c_str(),
-              kernels::cpu::bf16_native_available() ? "AVX512-BF16" : "emulated (fp32 kernel on rounded operands)",
-              kernels::cpu::s8_vnni_available()   ? "AVX512-VNNI"
-              : kernels::cpu::s8_avx2_available() ? "AVX2"
-                                                  : "portable");
+  std::printf("CPU: %s\n%s\n", cpu_features().summary().c_str(), kernels::cpu::kernel_isa().summary().c_str());
   std::printf("OpenBLAS: %s, core %s, OPENBLAS_CORETYPE=%s\n", openblas_get_config(), openblas_get_corename(),
               std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
 #if defined(EIGEN_HAS_OPENMP)

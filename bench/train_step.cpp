@@ -44,6 +44,7 @@
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
+#include "sinklab/kernels/cpu/isa.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
 
@@ -346,8 +347,7 @@ static int bench_main(int argc, char** argv) {
               a.check_finite ? ", non-finite guard on" : "", bench::load_average().c_str());
   const bool with_fp32 = a.precision != kernels::Precision::fp32;  // time sinklab fp32 too, for the ratio
   if (with_fp32)
-    std::printf("CPU: %s; bf16 GEMM path: %s\n", cpu_features().summary().c_str(),
-                kernels::cpu::bf16_native_available() ? "AVX512-BF16" : "emulated");
+    std::printf("CPU: %s\n%s\n", cpu_features().summary().c_str(), kernels::cpu::kernel_isa().summary().c_str());
 
   struct Row {
     ModelSize size;

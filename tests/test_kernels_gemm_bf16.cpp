@@ -1,7 +1,7 @@
-// kernels::cpu::gemm_bf16: bf16 operands, fp32 accumulation. Each path (AVX512-BF16 where the CPU
-// has it, the emulation everywhere) against a double reference of the rounded operands within
-// fp32's accumulation bound, against the unrounded product within bf16's bound, and the two paths
-// against each other; edge shapes (M, N, K off the tile sizes, K = 1, K odd, K over one slice),
+// kernels::cpu::gemm_bf16: bf16 operands, fp32 accumulation. Each path (AMX and AVX512-BF16 where
+// the CPU has them, the AMX kernel on the emulated tile unit, the emulation everywhere) against a
+// double reference of the rounded operands within fp32's accumulation bound and against the
+// unrounded product within bf16's bound; edge shapes (M, N, K off the tile sizes, K = 1, K odd, K over one slice),
 // every transpose, strided operands, alpha/beta and the row epilogue.
 #include <doctest/doctest.h>
 
@@ -156,6 +156,50 @@ TEST_CASE("gemm_bf16, AVX512-BF16: the same bounds, and the same result for any 
   CHECK(c1 == c2);
 }
 
+// The AMX kernel on amx.hpp's model of the tile unit: its packing, padding to whole tiles, strides
+// and edges, within the same bounds (its fp32 sums in the order of the Intel SDM's pseudo-code).
+TEST_CASE("gemm_bf16, AMX kernel on the emulated tile unit: the same bounds, any thread count" *
+          sinklab_test::optional()) {
+  if (!kernels::cpu::bf16_native_available())
+    SINKLAB_SKIP("the AMX kernel packs with AVX512-BF16, which this CPU lacks (", cpu_features().summary(), ")");
+  for (const Case& c : cases()) check_case(c, Bf16Path::AmxEmulated);
+  Rng rng(8);
+  const int64_t M = 70, N = 90, K = 530;  // three K slices, the last one not whole tiles
+  const Tensor<float> a = rng.normal<float>({M, K}), b = rng.normal<float>({K, N});
+  std::vector<float> c1(M * N), c2(M * N);
+  const int before = num_threads();
+  set_num_threads(1);
+  gemm_bf16(Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c1.data(), N, {}, Bf16Path::AmxEmulated);
+  set_num_threads(2);
+  gemm_bf16(Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c2.data(), N, {}, Bf16Path::AmxEmulated);
+  set_num_threads(before);
+  CHECK(c1 == c2);
+  // A row epilogue that multiplies on AMX itself: the tiles are released before it runs (a nested
+  // release inside a configured block would fault on the hardware; the emulator throws). One
+  // thread, so that the epilogue runs between blocks of one task.
+  std::vector<float> inner(4 * 4);
+  const std::vector<float> ones(4 * 40, 1.0f);
+  set_num_threads(1);
+  gemm_bf16(
+      Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c2.data(), N,
+      [&](int64_t, int64_t) {
+        gemm_bf16(Trans::N, Trans::N, 4, 4, 40, 1.0f, ones.data(), 40, ones.data(), 4, 0.0f, inner.data(), 4, {},
+                  Bf16Path::AmxEmulated);
+      },
+      Bf16Path::AmxEmulated);
+  set_num_threads(before);
+  CHECK(c1 == c2);
+  CHECK(inner == std::vector<float>(16, 40.0f));
+}
+
+TEST_CASE("gemm_bf16, AMX on the hardware: the same bounds" * sinklab_test::optional()) {
+  if (!cpu_features().amx_bf16 || !cpu_features().amx_permitted)
+    SINKLAB_SKIP("this CPU or OS offers no AMX-BF16 (", cpu_features().summary(), ")");
+  if (kernels::cpu::amx_disabled_by_env()) SINKLAB_SKIP("SINKLAB_NO_AMX is set");
+  CHECK(kernels::cpu::bf16_amx_available());  // the once-per-process self-check passed
+  for (const Case& c : cases()) check_case(c, Bf16Path::Amx);
+}
+
 TEST_CASE("gemm_bf16: an empty K gives beta·C; asking for a missing ISA names the CPU") {
   std::vector<float> C = {1, 2, 3, 4};
   const float A[1] = {0}, B[1] = {0};
@@ -164,4 +208,7 @@ TEST_CASE("gemm_bf16: an empty K gives beta·C; asking for a missing ISA names t
   if (!kernels::cpu::bf16_native_available())
     CHECK_THROWS_WITH_AS(gemm_bf16(Trans::N, Trans::N, 1, 1, 1, 1.0f, A, 1, B, 1, 0.0f, C.data(), 1, {}, Bf16Path::Avx512Bf16),
                          doctest::Contains("AVX512-BF16"), Error);
+  if (!cpu_features().amx_bf16)
+    CHECK_THROWS_WITH_AS(gemm_bf16(Trans::N, Trans::N, 1, 1, 1, 1.0f, A, 1, B, 1, 0.0f, C.data(), 1, {}, Bf16Path::Amx),
+                         doctest::Contains("AMX"), Error);
 }

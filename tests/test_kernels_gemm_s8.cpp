@@ -1,5 +1,6 @@
 // kernels::cpu::gemm_u8s8: uint8 activations (zero point) against int8 weights, int32 sums. Each
-// path (AVX512-VNNI and AVX2 where the CPU has them, the portable one everywhere) against a plain int64 reference,
+// path (AMX, AVX512-VNNI and AVX2 where the CPU has them, the AMX kernel on the emulated tile
+// unit, the portable one everywhere) against a plain int64 reference,
 // exactly, for edge shapes (M, N, K off the tile sizes, K = 1, K odd, padded rows); the float
 // form against the same sum times the scale; and the whole W8A8 product against fake
 // quantization (quant/uniform.hpp) of the same float operands.
@@ -112,6 +113,33 @@ TEST_CASE("gemm_u8s8, AVX512-VNNI: the same sums exactly, the zero point through
     std::fill(big.A.begin(), big.A.end(), uint8_t{255});
     std::fill(big.B.begin(), big.B.end(), int8_t{-128});
     check(big, S8Path::Vnni);
+  }
+}
+
+// The AMX kernel on amx.hpp's model of the tile unit: its padding to whole tiles, strides, edges
+// and the shared epilogue, exactly.
+TEST_CASE("gemm_u8s8, AMX kernel on the emulated tile unit: the same sums exactly" * sinklab_test::optional()) {
+  if (!kernels::cpu::s8_vnni_available())
+    SINKLAB_SKIP("the AMX kernel's epilogue is AVX512-VNNI code, which this CPU lacks (", cpu_features().summary(),
+                 ")");
+  for (const auto& o : cases()) check(o, S8Path::AmxEmulated);
+  Operands big = make(7, 70, kernels::cpu::detail::s8::kMaxK, 0, 255, 78);
+  std::fill(big.A.begin(), big.A.end(), uint8_t{255});
+  std::fill(big.B.begin(), big.B.end(), int8_t{-128});
+  check(big, S8Path::AmxEmulated);
+}
+
+TEST_CASE("gemm_u8s8, AMX on the hardware: the same sums exactly" * sinklab_test::optional()) {
+  if (!cpu_features().amx_int8 || !cpu_features().amx_permitted || !kernels::cpu::s8_vnni_available())
+    SINKLAB_SKIP("this CPU or OS offers no AMX-INT8 (", cpu_features().summary(), ")");
+  if (kernels::cpu::amx_disabled_by_env()) SINKLAB_SKIP("SINKLAB_NO_AMX is set");
+  CHECK(kernels::cpu::s8_amx_available());  // the once-per-process self-check passed
+  for (const auto& o : cases()) check(o, S8Path::Amx);
+  for (int32_t za : {0, 255}) {
+    Operands big = make(7, 70, kernels::cpu::detail::s8::kMaxK, 0, za, 79);
+    std::fill(big.A.begin(), big.A.end(), uint8_t{255});
+    std::fill(big.B.begin(), big.B.end(), int8_t{-128});
+    check(big, S8Path::Amx);
   }
 }
 

@@ -71,7 +71,10 @@ int main() {
   const kc::KernelIsa isa = kc::kernel_isa();
   std::printf("downstream: %s\n", isa.summary().c_str());
   const bool wide_fp32 = built == "sse2" && (f.avx512f || (f.avx2 && f.fma));  // a run-time tile is wider
-  if ((f.avx512_bf16 && isa.bf16_gemm != "avx512-bf16") || (f.avx512_vnni && isa.int8_gemm != "avx512-vnni") ||
+  // AMX where the CPU and OS offer it and SINKLAB_NO_AMX is unset (its self-check must pass too).
+  const bool amx = f.amx_permitted && !kc::amx_disabled_by_env();
+  if ((f.avx512_bf16 && isa.bf16_gemm != (amx && f.amx_bf16 ? "amx-bf16" : "avx512-bf16")) ||
+      (f.avx512_vnni && isa.int8_gemm != (amx && f.amx_int8 ? "amx-int8" : "avx512-vnni")) ||
       (!f.avx512_vnni && f.avx2 && isa.int8_gemm != "avx2") ||
       (wide_fp32 && isa.fp32_gemm != (f.avx512f ? "avx512f (run time)" : "avx2+fma (run time)"))) {
     std::printf("downstream: a run-time-dispatched GEMM does not take this CPU's best path\n");

@@ -6,9 +6,16 @@
 // (a product of two bf16 fits an fp32) and summed in fp32; alpha, beta and C stay fp32.
 //
 // Paths, chosen once per process (cpu_features()):
+//  - AMX-BF16: tdpbf16ps, 16 pairs of k into a 16 × 16 fp32 tile per instruction. The same packed
+//    operands as AVX512-BF16, padded to whole tiles (A: rows to 32, pairs to 16; B: pairs to 16):
+//    a 16-row slice of A is a tile read with the row stride, a 16-column slice of a B panel one
+//    read with the panel's 256-byte stride. The loop and a software model of the tile unit are
+//    in amx.hpp. Not yet run on AMX hardware (the project's machine has none): it is tested
+//    through the model and, before Auto takes it, checked against AVX512-BF16 once per process
+//    (bf16_amx_available()).
 //  - AVX512-BF16: vdpbf16ps, two k per 32-bit lane. op(A) is packed into bf16 pairs, one 32-bit
 //    word per row and pair of k, broadcast to a register; op(B) into VNNI panels of NR = 64
-//    columns, each pair of k one 128-byte row [b(2p, j), b(2p+1, j)] for j < 64. A 6 × 4-vector
+//    columns, each pair of k one 256-byte row [b(2p, j), b(2p+1, j)] for j < 64. A 6 × 4-vector
 //    tile of C lives in registers, as in the fp32 kernel (gemm_packed.hpp).
 //  - elsewhere, the same numbers emulated: the operands rounded to bf16 and multiplied by the
 //    fp32 kernel (the sums are fp32 on both paths; they differ only in rounding order).
@@ -18,10 +25,13 @@
 // products compute in fp32 after converting, and xsimd has no bf16 batch.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "sinklab/core/bf16.hpp"
 #include "sinklab/core/cpu_features.hpp"
@@ -29,6 +39,7 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/storage.hpp"
 #include "sinklab/kernels/backend.hpp"
+#include "sinklab/kernels/cpu/amx.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
 
 #if defined(SINKLAB_CPUID)
@@ -37,7 +48,9 @@
 
 namespace sinklab::kernels::cpu {
 
-enum class Bf16Path { Auto, Avx512Bf16, Emulated };
+// Amx: tdpbf16ps tiles; AmxEmulated: the same kernel on amx.hpp's software tile unit (slow; for
+// tests on CPUs without AMX); Avx512Bf16: vdpbf16ps; Emulated: fp32 products of rounded operands.
+enum class Bf16Path { Auto, Amx, AmxEmulated, Avx512Bf16, Emulated };
 
 inline bool bf16_native_available() { return cpu_features().avx512_bf16; }
 
@@ -51,34 +64,12 @@ inline float at(const float* X, int64_t ld, bool trans, int64_t r, int64_t k) {
   return trans ? X[k * ld + r] : X[r * ld + k];
 }
 
-// op(B)[k0 : k0 + kc, n0 : n0 + nc] → VNNI panel, zero-padded to an even kc and NR columns.
-inline void pack_b(bool tb, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0, int64_t nc, uint16_t* Bp) {
-  const int64_t kp = (kc + 1) / 2;
-  std::memset(Bp, 0, static_cast<std::size_t>(kp * NR * 2) * sizeof(uint16_t));
-  for (int64_t k = 0; k < kc; ++k) {
-    uint16_t* row = Bp + (k / 2) * NR * 2 + (k & 1);
-    for (int64_t j = 0; j < nc; ++j) row[2 * j] = to_bf16(at(B, ldb, tb, k0 + k, n0 + j));
-  }
-}
-
-// op(A)[i0 : i0 + m, k0 : k0 + kc] → one 32-bit word per row and pair of k (low half: even k).
-inline void pack_a(bool ta, const float* A, int64_t lda, int64_t i0, int64_t m, int64_t k0, int64_t kc, uint32_t* Ap) {
-  const int64_t kp = (kc + 1) / 2;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t p = 0; p < kp; ++p) {
-      const int64_t k = k0 + 2 * p;
-      const uint32_t lo = to_bf16(at(A, lda, ta, i0 + i, k));
-      const uint32_t hi = 2 * p + 1 < kc ? to_bf16(at(A, lda, ta, i0 + i, k + 1)) : 0u;
-      Ap[i * kp + p] = lo | (hi << 16);
-    }
-}
-
 #if defined(SINKLAB_CPUID)
 #define SINKLAB_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 // The packing of the native path converts 32 floats per instruction (vcvtne2ps2bf16: round to
 // nearest even, as to_bf16, except that fp32 denormals, |x| < 1.2e-38, become ±0 where to_bf16
-// keeps them as bf16 denormals); edges not a whole vector wide go through pack_a / pack_b. At
+// keeps them as bf16 denormals); edges not a whole vector wide are packed one element at a time. At
 // N = 1024 the scalar packing took a fifth of the product.
 
 // 32 consecutive floats → 32 bf16 in order.
@@ -93,11 +84,11 @@ SINKLAB_TARGET_BF16 inline __m512i bf16_pairs16(const float* x0, const float* x1
   return _mm512_permutexvar_epi16(interleave, both);
 }
 
-// pack_b, 16 columns or 32 k at a time.
+// pack_b, 16 columns or 32 k at a time, into a panel of `pair_rows` ≥ ⌈kc/2⌉ rows (the rows past
+// the pairs are zeros: AMX reads the panel 16 rows at a time).
 SINKLAB_TARGET_BF16 inline void pack_b_native(bool tb, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0,
-                                              int64_t nc, uint16_t* Bp) {
-  const int64_t kp = (kc + 1) / 2;
-  std::memset(Bp, 0, static_cast<std::size_t>(kp * NR * 2) * sizeof(uint16_t));
+                                              int64_t nc, uint16_t* Bp, int64_t pair_rows) {
+  std::memset(Bp, 0, static_cast<std::size_t>(pair_rows * NR * 2) * sizeof(uint16_t));
   if (!tb) {  // op(B)[k, j] = B[k·ldb + j]: two rows of B give 16 pairs per vector
     const int64_t n16 = nc / 16 * 16;
     for (int64_t p = 0; p < kc / 2; ++p) {
@@ -125,15 +116,18 @@ SINKLAB_TARGET_BF16 inline void pack_b_native(bool tb, const float* B, int64_t l
   }
 }
 
-// pack_a, 32 k or 16 rows at a time.
+// pack_a, 32 k or 16 rows at a time, rows `ld` ≥ ⌈kc/2⌉ words apart (the words past the pairs are
+// zeros: AMX reads 16 pairs at a time).
 SINKLAB_TARGET_BF16 inline void pack_a_native(bool ta, const float* A, int64_t lda, int64_t i0, int64_t m, int64_t k0,
-                                              int64_t kc, uint32_t* Ap) {
+                                              int64_t kc, uint32_t* Ap, int64_t ld) {
   const int64_t kp = (kc + 1) / 2;
+  if (ld > kp)
+    for (int64_t i = 0; i < m; ++i) std::fill(Ap + i * ld + kp, Ap + (i + 1) * ld, 0u);
   if (!ta) {  // a row of op(A) is a row of A: its pairs are adjacent
     const int64_t k32 = kc / 32 * 32;
     for (int64_t i = 0; i < m; ++i) {
       const float* src = A + (i0 + i) * lda + k0;
-      uint32_t* dst = Ap + i * kp;
+      uint32_t* dst = Ap + i * ld;
       for (int64_t k = 0; k < k32; k += 32) _mm512_storeu_si512(dst + k / 2, bf16x32(src + k));
       for (int64_t k = k32; k < kc; k += 2) {
         const uint32_t lo = to_bf16(src[k]), hi = k + 1 < kc ? to_bf16(src[k + 1]) : 0u;
@@ -149,7 +143,7 @@ SINKLAB_TARGET_BF16 inline void pack_a_native(bool ta, const float* A, int64_t l
     const float* r0 = A + (k0 + 2 * p) * lda + i0;
     for (int64_t i = 0; i < m16; i += 16) {
       _mm512_store_si512(words, bf16_pairs16(r0 + i, r0 + lda + i));
-      for (int64_t t = 0; t < 16; ++t) Ap[(i + t) * kp + p] = words[t];
+      for (int64_t t = 0; t < 16; ++t) Ap[(i + t) * ld + p] = words[t];
     }
   }
   for (int64_t i = 0; i < m; ++i)  // the rows past m16, and an odd last k
@@ -157,8 +151,16 @@ SINKLAB_TARGET_BF16 inline void pack_a_native(bool ta, const float* A, int64_t l
       const int64_t k = k0 + 2 * p;
       const uint32_t lo = to_bf16(A[k * lda + i0 + i]);
       const uint32_t hi = 2 * p + 1 < kc ? to_bf16(A[(k + 1) * lda + i0 + i]) : 0u;
-      Ap[i * kp + p] = lo | (hi << 16);
+      Ap[i * ld + p] = lo | (hi << 16);
     }
+}
+
+// C[0, left) = alpha·acc + beta·C for one vector of a row of C (beta == 0: C is not read).
+SINKLAB_TARGET_BF16 inline void store_row16(float* c, __m512 acc, float alpha, float beta, int64_t left) {
+  const __mmask16 m = left >= W ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
+  __m512 out = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+  if (beta != 0.0f) out = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(m, c), out);
+  _mm512_mask_storeu_ps(c, m, out);
 }
 
 // Rows [0, R) of C against one panel: acc = Σ_p A-pair · B-pair, then C = alpha·acc + beta·C on
@@ -185,18 +187,13 @@ SINKLAB_TARGET_BF16 void tile(int64_t kp, const uint32_t* Ap, const uint16_t* Bp
       acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, b3);
     }
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       const int64_t left = ncols - v * W;
       if (left <= 0) break;
-      const __mmask16 m = left >= W ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
-      float* c = C + r * ldc + v * W;
-      __m512 out = _mm512_mul_ps(acc[r][v], va);
-      if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), out);
-      _mm512_mask_storeu_ps(c, m, out);
+      store_row16(C + r * ldc + v * W, acc[r][v], alpha, beta, left);
     }
 }
 
@@ -222,40 +219,105 @@ SINKLAB_TARGET_BF16 inline void block(int64_t m, int64_t n, int64_t kp, const ui
     }
   }
 }
+
+// The AMX path: m rows of packed A (rows `ld` words apart, zero rows up to a multiple of 32,
+// pairs zero-padded to a multiple of 16) against the panels of one K slice (`pair_rows`, a
+// multiple of 16, rows each), 32 rows × 32 columns per product_32x32 (amx.hpp); the sums leave
+// through a 32 × 32 scratch to the same row store as the AVX-512 tile.
+template <class Tiles>
+SINKLAB_TARGET_BF16 void block_amx(Tiles& t, int64_t m, int64_t n, int64_t pair_rows, int64_t ld, const uint32_t* Ap,
+                                   const uint16_t* Bp, float alpha, float beta, float* C, int64_t ldc) {
+  const amx::TileScope<Tiles> scope(t);  // released before the caller's epilogue, which may multiply
+  alignas(64) float acc[32 * 32];
+  const auto* a = reinterpret_cast<const unsigned char*>(Ap);
+  for (int64_t p = 0; p < (n + NR - 1) / NR; ++p) {
+    const auto* panel = reinterpret_cast<const unsigned char*>(Bp + p * pair_rows * NR * 2);
+    const int64_t ncols = std::min(NR, n - p * NR);
+    for (int64_t i = 0; i < m; i += 32)
+      for (int64_t h = 0; h < ncols; h += 32) {  // a pair-row of the panel is NR·4 bytes
+        amx::product_32x32<false>(t, pair_rows / 16, a + i * ld * 4, ld * 4, panel + h * 4, NR * 4, 16 * 4, acc);
+        for (int64_t r = 0; r < std::min<int64_t>(32, m - i); ++r)
+          for (int64_t v = 0; v < 2 && h + v * W < ncols; ++v)
+            store_row16(C + (i + r) * ldc + p * NR + h + v * W, _mm512_load_ps(acc + r * 32 + v * W), alpha, beta,
+                        ncols - h - v * W);
+      }
+  }
+}
 #undef SINKLAB_TARGET_BF16
 
-// The whole product on AVX512-BF16: op(B) packed once (in parallel, shared), then blocks of
-// rows claimed by the threads, each packing its own rows of op(A) per K slice.
-inline void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep) {
+// The whole product: op(B) packed once (in parallel, shared), then blocks of rows claimed by the
+// threads, each packing its own rows of op(A) per K slice. Tiles = void runs the AVX512-BF16
+// tile; an AMX tile unit (amx.hpp) runs block_amx, on operands padded as it reads them.
+template <class Tiles = void>
+void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep) {
+  constexpr bool amx = !std::is_void_v<Tiles>;
   const int64_t slices = (K + KC - 1) / KC, panels = (N + NR - 1) / NR;
-  const int64_t kp_max = (std::min(KC, K) + 1) / 2;
   auto slice_k = [&](int64_t s) { return std::min(KC, K - s * KC); };
+  auto pair_rows = [&](int64_t kc) { return amx ? amx::round_up((kc + 1) / 2, 16) : (kc + 1) / 2; };
+  const int64_t ld_max = pair_rows(std::min(KC, K));
   // Slice s starts at s·(KC/2)·panels·NR·2 elements (the last one may be shorter).
   const int64_t slice_stride = (KC / 2) * panels * NR * 2;
   std::shared_ptr<uint16_t[]> packed = allocate_host<uint16_t>(static_cast<std::size_t>(slices * slice_stride));
   parallel_for(0, slices * panels, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
-      const int64_t s = j / panels, p = j % panels, kc = slice_k(s), kp = (kc + 1) / 2;
+      const int64_t s = j / panels, p = j % panels, kc = slice_k(s), rows = pair_rows(kc);
       pack_b_native(tb, B, ldb, s * KC, kc, p * NR, std::min(NR, N - p * NR),
-                    packed.get() + s * slice_stride + p * kp * NR * 2);
+                    packed.get() + s * slice_stride + p * rows * NR * 2, rows);
     }
   });
   const int threads = in_parallel_region() ? 1 : num_threads();
-  const int64_t rows = std::clamp<int64_t>((M + 4 * threads - 1) / (4 * threads) / MR * MR, MR, 32 * MR);
+  const int64_t unit = amx ? 32 : MR;
+  const int64_t rows = std::clamp<int64_t>((M + 4 * threads - 1) / (4 * threads) / unit * unit, unit, 32 * MR);
   const int64_t blocks = (M + rows - 1) / rows;
   parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * kp_max));
+    std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * ld_max));
+    [[maybe_unused]] std::conditional_t<amx, Tiles, char> tiles{};
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t i0 = b * rows, m = std::min(rows, M - i0);
       for (int64_t s = 0; s < slices; ++s) {
-        const int64_t kc = slice_k(s), kp = (kc + 1) / 2;
-        pack_a_native(ta, A, lda, i0, m, s * KC, kc, Ap.get());
-        block(m, N, kp, Ap.get(), packed.get() + s * slice_stride, alpha, s == 0 ? beta : 1.0f, C + i0 * ldc, ldc);
+        const int64_t kc = slice_k(s), ld = pair_rows(kc);
+        const float beta_s = s == 0 ? beta : 1.0f;
+        pack_a_native(ta, A, lda, i0, m, s * KC, kc, Ap.get(), ld);
+        if constexpr (amx) {
+          std::fill(Ap.get() + m * ld, Ap.get() + amx::round_up(m, 32) * ld, 0u);  // whole 16-row tiles
+          block_amx(tiles, m, N, ld, ld, Ap.get(), packed.get() + s * slice_stride, alpha, beta_s, C + i0 * ldc, ldc);
+        } else {
+          block(m, N, ld, Ap.get(), packed.get() + s * slice_stride, alpha, beta_s, C + i0 * ldc, ldc);
+        }
       }
       if (ep) ep(i0, i0 + m);
     }
   });
+}
+
+// Whether the AMX path agrees with the AVX512-BF16 path on a product with edges in every
+// dimension, within the sum of both paths' fp32 accumulation bounds; says why on stderr if not.
+inline bool amx_self_check() {
+  const int64_t M = 45, N = 83, K = 300;
+  std::vector<float> a(static_cast<std::size_t>(M * K)), b(static_cast<std::size_t>(K * N));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7919) % 201) / 50.0f - 2.0f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 104729) % 157) / 40.0f - 1.9f;
+  std::vector<float> amx_c(static_cast<std::size_t>(M * N)), avx_c(amx_c.size());
+  gemm_native<amx::HardwareTiles>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, amx_c.data(), N, {});
+  gemm_native<>(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, avx_c.data(), N, {});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double mag = 0;
+      for (int64_t k = 0; k < K; ++k)
+        mag += std::abs(double(round_bf16(a[i * K + k])) * double(round_bf16(b[k * N + j])));
+      const double x = amx_c[i * N + j], y = avx_c[i * N + j];
+      if (!(std::abs(x - y) <= 2.0 * double(K + 2) * std::ldexp(1.0, -24) * mag)) {
+        std::fprintf(stderr,
+                     "sinklab: the AMX bf16 GEMM gave %.9g where the AVX512-BF16 path gives %.9g (element %lld, %lld "
+                     "of a %lld x %lld x %lld self-check); bf16 products use AVX512-BF16 in this process. Please "
+                     "report this with the CPU's model.\n",
+                     x, y, static_cast<long long>(i), static_cast<long long>(j), static_cast<long long>(M),
+                     static_cast<long long>(N), static_cast<long long>(K));
+        return false;
+      }
+    }
+  return true;
 }
 #endif
 
@@ -273,8 +335,20 @@ inline void gemm_emulated(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
 
 }  // namespace detail::bf16
 
+// Whether Auto takes AMX: the CPU has AMX-BF16, the OS granted the tile state, SINKLAB_NO_AMX is
+// unset, and the AMX path agreed with the AVX512-BF16 path on a self-check (once per process).
+inline bool bf16_amx_available() {
+#if defined(SINKLAB_CPUID)
+  static const bool ok = cpu_features().amx_bf16 && cpu_features().amx_permitted && bf16_native_available() &&
+                         !amx_disabled_by_env() && detail::bf16::amx_self_check();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 // C = alpha · op(A) · op(B) + beta · C with bf16 operands and fp32 accumulation (see the top of
-// this file). `path` forces a path for tests; Auto takes AVX512-BF16 where the CPU has it.
+// this file). `path` forces a path for tests; Auto takes AMX, else AVX512-BF16, where present.
 inline void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                       const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep = {},
                       Bf16Path path = Bf16Path::Auto) {
@@ -283,18 +357,29 @@ inline void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float
     gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);  // an empty sum: C = beta·C
     return;
   }
-  const bool native = path == Bf16Path::Avx512Bf16 || (path == Bf16Path::Auto && bf16_native_available());
-#if defined(SINKLAB_CPUID)
-  if (native) {
-    SINKLAB_CHECK(bf16_native_available(), "gemm_bf16: the AVX512-BF16 path was asked for, but this CPU (",
-                  cpu_features().summary(), ") does not have it");
-    detail::bf16::gemm_native(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+  if (path == Bf16Path::Auto)
+    path = bf16_amx_available()       ? Bf16Path::Amx
+           : bf16_native_available() ? Bf16Path::Avx512Bf16
+                                     : Bf16Path::Emulated;
+  if (path == Bf16Path::Emulated) {
+    detail::bf16::gemm_emulated(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
     return;
   }
-#else
-  SINKLAB_CHECK(!native || path == Bf16Path::Auto, "gemm_bf16: the AVX512-BF16 path exists only on x86-64");
+  // The AMX paths pack with AVX512-BF16 as the AVX-512 one does.
+  SINKLAB_CHECK(bf16_native_available(), "gemm_bf16: the ", path == Bf16Path::Avx512Bf16 ? "AVX512-BF16" : "AMX",
+                " path was asked for, but this CPU (", cpu_features().summary(), ") does not have AVX512-BF16");
+  SINKLAB_CHECK(path != Bf16Path::Amx || (cpu_features().amx_bf16 && cpu_features().amx_permitted),
+                "gemm_bf16: the AMX path was asked for, but this CPU and OS (", cpu_features().summary(),
+                ") do not offer AMX-BF16");
+#if defined(SINKLAB_CPUID)
+  const bool t1 = ta == Trans::T, t2 = tb == Trans::T;
+  if (path == Bf16Path::Amx)
+    detail::bf16::gemm_native<detail::amx::HardwareTiles>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+  else if (path == Bf16Path::AmxEmulated)
+    detail::bf16::gemm_native<detail::amx::EmulatedTiles>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+  else
+    detail::bf16::gemm_native<>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 #endif
-  detail::bf16::gemm_emulated(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 }
 
 // gemm (fp32, or T's own type) or gemm_bf16, by precision: what the differentiable ops call.

@@ -9,6 +9,12 @@
 // the float rounding of the fake-quantized products, and the accumulators agree exactly.
 //
 // Paths, chosen once per process (cpu_features()):
+//  - AMX-INT8: tdpbusd, 16 quadruples of k into a 16 × 16 int32 tile per instruction, run by the
+//    loop of amx.hpp on the VNNI path's operands padded to whole tiles (A: rows to 32, quadruples
+//    to 16; B's quad panels: quadruples to 16 rows), the zero point and scale applied by the
+//    VNNI path's epilogue. Not yet run on AMX hardware (the project's machine has none): tested
+//    through amx.hpp's model of the tile unit, and checked once per process to give the VNNI
+//    path's integers before Auto takes it (s8_amx_available()).
 //  - AVX512-VNNI: vpdpbusd, 64 multiply-adds of uint8 × int8 into 16 int32 lanes per
 //    instruction. Rows of A are read as uint32 words of four consecutive k (as stored, no zero
 //    point), broadcast to a register; B is packed into panels of NQ = 64 columns, each quadruple
@@ -27,20 +33,23 @@
 //    more, but its int16 sums saturate on uint8 × int8).
 //  - elsewhere, the pairs summed by plain loops (identical integers).
 // The AVX512-VNNI and AVX2 kernels carry function-level target attributes, so a program built
-// without -march=native still has them. AMX-INT8 (tdpbusd) tiles are not written.
+// without -march=native still has them (AMX needs no target: its instructions are asm statements).
 //
 // Hand-written because no library on this platform's list has a u8·s8 GEMM (Eigen's integer
 // products widen to int32 before multiplying and do not vectorise them; OpenBLAS has none).
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/storage.hpp"
+#include "sinklab/kernels/cpu/amx.hpp"
 
 #if defined(SINKLAB_CPUID)
 #include <immintrin.h>
@@ -48,7 +57,9 @@
 
 namespace sinklab::kernels::cpu {
 
-enum class S8Path { Auto, Vnni, Avx2, Scalar };
+// Amx: tdpbusd tiles; AmxEmulated: the same kernel on amx.hpp's software tile unit (slow; for
+// tests on CPUs without AMX); Vnni: vpdpbusd; Avx2: vpmaddwd; Scalar: plain loops.
+enum class S8Path { Auto, Amx, AmxEmulated, Vnni, Avx2, Scalar };
 
 inline bool s8_avx2_available() { return cpu_features().avx2; }
 inline bool s8_vnni_available() { return cpu_features().avx512_vnni; }
@@ -61,7 +72,8 @@ constexpr int64_t kMaxK = 65536;  // beyond this an int32 sum of (a − za)·b c
 // B [K, N] int8 as the kernels read it, in both packings (a weight is packed once; the path is
 // chosen per call): panels of NR columns, each pair of k one row of NR int16 pairs, zero-padded
 // to an even K and a whole panel; and panels of NQ columns, each quadruple of k one row of NQ
-// int8 quadruples, zero-padded to a multiple of 4 and a whole panel, with the column sums Σ_k b.
+// int8 quadruples, zero-padded to a multiple of 4, to whole AMX tiles (16 quadruples) and a whole
+// panel, with the column sums Σ_k b.
 struct PackedS8 {
   int64_t K = 0, N = 0;
   std::shared_ptr<int16_t[]> data;
@@ -72,8 +84,9 @@ struct PackedS8 {
   int64_t panels() const { return (N + detail::s8::NR - 1) / detail::s8::NR; }
   const int16_t* panel(int64_t p) const { return data.get() + p * pairs() * detail::s8::NR * 2; }
   int64_t quadruples() const { return (K + 3) / 4; }
+  int64_t quad_rows() const { return (quadruples() + 15) / 16 * 16; }
   int64_t quad_panels() const { return (N + detail::s8::NQ - 1) / detail::s8::NQ; }
-  const int8_t* quad_panel(int64_t p) const { return quads.get() + p * quadruples() * detail::s8::NQ * 4; }
+  const int8_t* quad_panel(int64_t p) const { return quads.get() + p * quad_rows() * detail::s8::NQ * 4; }
 };
 
 inline PackedS8 pack_s8(const int8_t* B, int64_t ldb, int64_t K, int64_t N) {
@@ -93,13 +106,13 @@ inline PackedS8 pack_s8(const int8_t* B, int64_t ldb, int64_t K, int64_t N) {
       for (int64_t j = 0; j < NR && q * NR + j < N; ++j)
         panel[(k / 2) * NR * 2 + 2 * j + (k & 1)] = B[k * ldb + q * NR + j];
   }
-  const std::size_t nq = static_cast<std::size_t>(p.quad_panels() * p.quadruples() * NQ * 4);
+  const std::size_t nq = static_cast<std::size_t>(p.quad_panels() * p.quad_rows() * NQ * 4);
   p.quads = allocate_host<int8_t>(nq);
   std::memset(p.quads.get(), 0, nq);
   p.colsum = allocate_host<int32_t>(static_cast<std::size_t>(p.quad_panels() * NQ));
   std::memset(p.colsum.get(), 0, static_cast<std::size_t>(p.quad_panels() * NQ) * sizeof(int32_t));
   for (int64_t q = 0; q < p.quad_panels(); ++q) {
-    int8_t* panel = p.quads.get() + q * p.quadruples() * NQ * 4;
+    int8_t* panel = p.quads.get() + q * p.quad_rows() * NQ * 4;
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < NQ && q * NQ + j < N; ++j) {
         const int8_t b = B[k * ldb + q * NQ + j];
@@ -126,14 +139,13 @@ inline void pack_a(const uint8_t* A, int64_t lda, int32_t za, int64_t i0, int64_
   }
 }
 
-// Rows [i0, i0 + m) of A as they are, one uint32 word per row and quadruple of k (byte t: k = 4p + t);
-// a K that is not a multiple of 4 is padded with zeros (B's padding is zero too).
-inline void pack_a_quads(const uint8_t* A, int64_t lda, int64_t i0, int64_t m, int64_t K, uint32_t* Ap) {
-  const int64_t kq = (K + 3) / 4;
+// Rows [i0, i0 + m) of A as they are, one uint32 word per row and quadruple of k (byte t: k = 4p + t),
+// rows `ld` ≥ ⌈K/4⌉ words apart; the bytes past K are zeros (B's padding is zero too).
+inline void pack_a_quads(const uint8_t* A, int64_t lda, int64_t i0, int64_t m, int64_t K, uint32_t* Ap, int64_t ld) {
   for (int64_t i = 0; i < m; ++i) {
     const uint8_t* a = A + (i0 + i) * lda;
-    std::memcpy(Ap + i * kq, a, static_cast<std::size_t>(K));
-    std::memset(reinterpret_cast<uint8_t*>(Ap + i * kq) + K, 0, static_cast<std::size_t>(4 * kq - K));
+    std::memcpy(Ap + i * ld, a, static_cast<std::size_t>(K));
+    std::memset(reinterpret_cast<uint8_t*>(Ap + i * ld) + K, 0, static_cast<std::size_t>(4 * ld - K));
   }
 }
 
@@ -225,6 +237,25 @@ SINKLAB_TARGET_VNNI inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
   return acc;
 }
 
+// Columns [c, c + min(left, 16)) of row r of C from 16 raw sums Σ a·b: Σ a·b − za·Σ b in wrapping
+// 32-bit arithmetic (the result fits int32 even where a term alone might not); floats leave as
+// Out::put writes them, the int32 times the scale in double, rounded once.
+SINKLAB_TARGET_VNNI inline void emit16(__m512i acc, const int32_t* colsum, int32_t za, const Out& out, int64_t r,
+                                       int64_t c, int64_t left) {
+  const __mmask16 keep = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+  const __m512i sum = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(za), _mm512_loadu_si512(colsum)));
+  const int64_t at = r * out.ld + c;
+  if (out.i32) {
+    _mm512_mask_storeu_epi32(out.i32 + at, keep, sum);
+    return;
+  }
+  const __m512d scale = _mm512_set1_pd(static_cast<double>(out.scale));
+  const __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(sum)), scale));
+  const __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(sum, 1)), scale));
+  const __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
+  _mm512_mask_storeu_ps(out.f32 + at, keep, _mm512_castpd_ps(both));
+}
+
 template <int R>
 SINKLAB_TARGET_VNNI void tile_vnni(int64_t kq, const uint32_t* Ap, const int8_t* Bq, const int32_t* colsum, int32_t za,
                                    const Out& out, int64_t r0, int64_t c0, int64_t ncols) {
@@ -244,25 +275,9 @@ SINKLAB_TARGET_VNNI void tile_vnni(int64_t kq, const uint32_t* Ap, const int8_t*
       acc[r][3] = dpbusd(acc[r][3], a, b3);
     }
   }
-  // Σ a·b − za·Σ b in wrapping 32-bit arithmetic: the result fits int32 even where a term alone
-  // might not. Floats leave as Out::put writes them: the int32 times the scale in double, rounded once.
-  const __m512i zav = _mm512_set1_epi32(za);
-  const __m512d scale = _mm512_set1_pd(static_cast<double>(out.scale));
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4 && 16 * v < ncols; ++v) {
-      const int64_t j0 = 16 * v;
-      const __mmask16 keep = ncols - j0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (ncols - j0)) - 1);
-      const __m512i sum = _mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zav, _mm512_loadu_si512(colsum + j0)));
-      const int64_t at = (r0 + r) * out.ld + c0 + j0;
-      if (out.i32) {
-        _mm512_mask_storeu_epi32(out.i32 + at, keep, sum);
-        continue;
-      }
-      const __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(sum)), scale));
-      const __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(sum, 1)), scale));
-      const __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
-      _mm512_mask_storeu_ps(out.f32 + at, keep, _mm512_castpd_ps(both));
-    }
+    for (int v = 0; v < 4 && 16 * v < ncols; ++v)
+      emit16(acc[r][v], colsum + 16 * v, za, out, r0 + r, c0 + 16 * v, ncols - 16 * v);
 }
 
 SINKLAB_TARGET_VNNI inline void block_vnni(int64_t m, int64_t kq, const uint32_t* Ap, const PackedS8& B, int32_t za,
@@ -282,36 +297,129 @@ SINKLAB_TARGET_VNNI inline void block_vnni(int64_t m, int64_t kq, const uint32_t
     }
   }
 }
+
+// The AMX path: m rows of A's quadruples (rows `ld` words apart, ld a multiple of 16, zero rows up
+// to a multiple of 32) against every quad panel, 32 rows × 32 columns per product_32x32 (amx.hpp);
+// the sums leave through a 32 × 32 scratch to the VNNI path's epilogue.
+template <class Tiles>
+SINKLAB_TARGET_VNNI void block_amx(Tiles& t, int64_t m, int64_t ld, const uint32_t* Ap, const PackedS8& B, int32_t za,
+                                   const Out& out, int64_t r0) {
+  const amx::TileScope<Tiles> scope(t);
+  alignas(64) int32_t acc[32 * 32];
+  const auto* a = reinterpret_cast<const unsigned char*>(Ap);
+  for (int64_t q = 0; q < B.quad_panels(); ++q) {
+    const auto* panel = reinterpret_cast<const unsigned char*>(B.quad_panel(q));
+    const int32_t* colsum = B.colsum.get() + q * NQ;
+    const int64_t ncols = std::min(NQ, B.N - q * NQ);
+    for (int64_t i = 0; i < m; i += 32)
+      for (int64_t h = 0; h < ncols; h += 32) {  // a quad-row of the panel is NQ·4 bytes
+        amx::product_32x32<true>(t, ld / 16, a + i * ld * 4, ld * 4, panel + h * 4, NQ * 4, 16 * 4, acc);
+        for (int64_t r = 0; r < std::min<int64_t>(32, m - i); ++r)
+          for (int64_t v = 0; v < 2 && h + 16 * v < ncols; ++v)
+            emit16(_mm512_load_si512(acc + r * 32 + 16 * v), colsum + h + 16 * v, za, out, r0 + i + r,
+                   q * NQ + h + 16 * v, ncols - h - 16 * v);
+      }
+  }
+}
 #undef SINKLAB_TARGET_VNNI
 #endif
+
+inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path);
+
+#if defined(SINKLAB_CPUID)
+// Whether the AMX path gives the VNNI path's integers on a product with edges in every dimension
+// and the zero point in use; says why on stderr if not.
+inline bool amx_self_check() {
+  const int64_t M = 45, N = 83, K = 300;
+  std::vector<uint8_t> a(static_cast<std::size_t>(M * K));
+  std::vector<int8_t> b(static_cast<std::size_t>(K * N));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>((i * 7919) % 256);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<int8_t>(int((i * 104729) % 256) - 128);
+  const PackedS8 packed = pack_s8(b.data(), N, K, N);
+  std::vector<int32_t> amx_c(static_cast<std::size_t>(M * N)), vnni_c(amx_c.size());
+  Out o;
+  o.i32 = amx_c.data(), o.ld = N;
+  run(M, a.data(), K, 77, packed, o, S8Path::Amx);
+  o.i32 = vnni_c.data();
+  run(M, a.data(), K, 77, packed, o, S8Path::Vnni);
+  for (std::size_t i = 0; i < amx_c.size(); ++i)
+    if (amx_c[i] != vnni_c[i]) {
+      std::fprintf(stderr,
+                   "sinklab: the AMX int8 GEMM gave %d where the AVX512-VNNI path gives %d (element %zu of a 45 x 83 "
+                   "x 300 self-check); int8 products use AVX512-VNNI in this process. Please report this with the "
+                   "CPU's model.\n",
+                   amx_c[i], vnni_c[i], i);
+      return false;
+    }
+  return true;
+}
+#endif
+
+}  // namespace detail::s8
+
+// Whether Auto takes AMX: the CPU has AMX-INT8 and AVX512-VNNI (its epilogue), the OS granted the
+// tile state, SINKLAB_NO_AMX is unset, and the AMX path matched the VNNI path on a self-check.
+inline bool s8_amx_available() {
+#if defined(SINKLAB_CPUID)
+  static const bool ok = cpu_features().amx_int8 && cpu_features().amx_permitted && s8_vnni_available() &&
+                         !amx_disabled_by_env() && detail::s8::amx_self_check();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+namespace detail::s8 {
 
 inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path) {
   SINKLAB_CHECK(B.data && M >= 0 && lda >= B.K, "kernels::cpu::gemm_u8s8: expected a packed B and lda >= K = ", B.K,
                 ", got lda = ", lda);
   SINKLAB_CHECK(za >= 0 && za <= 255, "kernels::cpu::gemm_u8s8: zero point ", za, " is outside [0, 255]");
-  const bool vnni = path == S8Path::Vnni || (path == S8Path::Auto && s8_vnni_available());
-  const bool avx2 = !vnni && (path == S8Path::Avx2 || (path == S8Path::Auto && s8_avx2_available()));
-  SINKLAB_CHECK(!vnni || s8_vnni_available(), "kernels::cpu::gemm_u8s8: the AVX512-VNNI path was asked for, but this CPU (",
-                cpu_features().summary(), ") does not have it");
-  SINKLAB_CHECK(!avx2 || s8_avx2_available(), "kernels::cpu::gemm_u8s8: the AVX2 path was asked for, but this CPU (",
-                cpu_features().summary(), ") does not have it");
-  const int64_t kp = B.pairs();
+  if (path == S8Path::Auto)
+    path = s8_amx_available()    ? S8Path::Amx
+           : s8_vnni_available() ? S8Path::Vnni
+           : s8_avx2_available() ? S8Path::Avx2
+                                 : S8Path::Scalar;
+  const bool amx = path == S8Path::Amx || path == S8Path::AmxEmulated;
+  SINKLAB_CHECK(path != S8Path::Amx || (cpu_features().amx_int8 && cpu_features().amx_permitted),
+                "kernels::cpu::gemm_u8s8: the AMX path was asked for, but this CPU and OS (", cpu_features().summary(),
+                ") do not offer AMX-INT8");
+  SINKLAB_CHECK(!(amx || path == S8Path::Vnni) || s8_vnni_available(), "kernels::cpu::gemm_u8s8: the ",
+                amx ? "AMX path (whose epilogue is AVX512-VNNI code)" : "AVX512-VNNI path",
+                " was asked for, but this CPU (", cpu_features().summary(), ") does not have AVX512-VNNI");
+  SINKLAB_CHECK(path != S8Path::Avx2 || s8_avx2_available(),
+                "kernels::cpu::gemm_u8s8: the AVX2 path was asked for, but this CPU (", cpu_features().summary(),
+                ") does not have it");
+  const int64_t kp = B.pairs(), ld = amx ? B.quad_rows() : B.quadruples();
   const int threads = in_parallel_region() ? 1 : num_threads();
-  const int64_t rows = std::clamp<int64_t>((M + 4 * threads - 1) / (4 * threads) / MR * MR, MR, 32 * MR);
+  const int64_t unit = amx ? 32 : MR;
+  const int64_t rows = std::clamp<int64_t>((M + 4 * threads - 1) / (4 * threads) / unit * unit, unit, 32 * MR);
   parallel_for(0, (M + rows - 1) / rows, 1, [&](int64_t b0, int64_t b1) {
-    std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * kp));
+    std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * std::max(kp, ld)));
+#if defined(SINKLAB_CPUID)
+    auto amx_blocks = [&](auto tiles) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t i0 = b * rows, m = std::min(rows, M - i0);
+        pack_a_quads(A, lda, i0, m, B.K, Ap.get(), ld);
+        std::fill(Ap.get() + m * ld, Ap.get() + amx::round_up(m, 32) * ld, 0u);  // whole 16-row tiles
+        block_amx(tiles, m, ld, Ap.get(), B, za, out, i0);
+      }
+    };
+    if (path == S8Path::Amx) return amx_blocks(amx::HardwareTiles{});
+    if (path == S8Path::AmxEmulated) return amx_blocks(amx::EmulatedTiles{});
+#endif
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t i0 = b * rows, m = std::min(rows, M - i0);
 #if defined(SINKLAB_CPUID)
-      if (vnni) {
-        pack_a_quads(A, lda, i0, m, B.K, Ap.get());
-        block_vnni(m, B.quadruples(), Ap.get(), B, za, out, i0);
+      if (path == S8Path::Vnni) {
+        pack_a_quads(A, lda, i0, m, B.K, Ap.get(), ld);
+        block_vnni(m, ld, Ap.get(), B, za, out, i0);
         continue;
       }
 #endif
       pack_a(A, lda, za, i0, m, B.K, Ap.get());
 #if defined(SINKLAB_CPUID)
-      if (avx2) {
+      if (path == S8Path::Avx2) {
         block_avx2(m, kp, Ap.get(), B, out, i0);
         continue;
       }

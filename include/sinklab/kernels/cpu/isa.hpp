@@ -17,7 +17,7 @@ namespace sinklab::kernels::cpu {
 struct KernelIsa {
   std::string vector;     // xsimd kernels: compiled_isa()
   std::string fp32_gemm;  // the packed GEMM's tile: gemm_tile()
-  std::string bf16_gemm;  // gemm_bf16 with Bf16Path::Auto
+  std::string bf16_gemm;  // gemm_bf16 with Bf16Path::Auto (AMX only once its self-check passed)
   std::string int8_gemm;  // gemm_u8s8 with S8Path::Auto
 
   std::string summary() const {
@@ -31,8 +31,11 @@ inline KernelIsa kernel_isa() {
   k.vector = compiled_isa();
   const GemmTile t = gemm_tile();
   k.fp32_gemm = t == GemmTile::Compiled ? std::string(compiled_isa()) + " (compile time)" : gemm_tile_name(t);
-  k.bf16_gemm = bf16_native_available() ? "avx512-bf16" : "emulated on fp32";
-  k.int8_gemm = s8_vnni_available() ? "avx512-vnni" : s8_avx2_available() ? "avx2" : "scalar";
+  k.bf16_gemm = bf16_amx_available() ? "amx-bf16" : bf16_native_available() ? "avx512-bf16" : "emulated on fp32";
+  k.int8_gemm = s8_amx_available()    ? "amx-int8"
+                : s8_vnni_available() ? "avx512-vnni"
+                : s8_avx2_available() ? "avx2"
+                                      : "scalar";
   return k;
 }
 
