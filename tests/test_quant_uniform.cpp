@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <cfenv>
 #include <cmath>
+#include <limits>
+#include <vector>
+#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/rng.hpp"
 #include "sinklab/quant/int8_weight.hpp"
@@ -49,6 +53,21 @@ TEST_CASE_TEMPLATE("UniformQuantizer::quantize_row: the codes quantize() gives, 
     CHECK(wrong == 0);
     CHECK(codes[n] == 77);  // nothing written past n
   }
+  // Symmetric int8 codes, and a NaN (qmin).
+  const UniformQuantizer w = UniformQuantizer::symmetric(1.7, 8);
+  std::vector<int8_t> sc(x.size());
+  w.quantize_row(x.data(), static_cast<int64_t>(x.size()), sc.data());
+  int wrong = 0;
+  for (std::size_t j = 0; j < x.size(); ++j) wrong += sc[j] != w.quantize(static_cast<double>(x[j]));
+  CHECK(wrong == 0);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  uint8_t code = 77;
+  q.quantize_row(&nan, 1, &code);
+  CHECK(code == q.qmin);
+  // Another rounding mode would move ties: refused.
+  REQUIRE(std::fesetround(FE_UPWARD) == 0);
+  CHECK_THROWS_WITH_AS(q.quantize_row(x.data(), 4, sc.data()), doctest::Contains("rounding mode"), Error);
+  std::fesetround(FE_TONEAREST);
 }
 
 TEST_CASE("UniformQuantizer: symmetric narrow range and asymmetric with an exact zero") {
