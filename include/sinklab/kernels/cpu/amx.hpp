@@ -41,6 +41,14 @@ inline bool amx_disabled_by_env() {
   return v && *v && std::string(v) != "0";
 }
 
+// Whether a GEMM may take its AMX path: the CPU has the instructions (`feature`: amx_bf16 or
+// amx_int8), the OS granted the tile state, SINKLAB_NO_AMX is unset, and the kernel's own
+// self-check against its AVX-512 path passed (run only when the rest holds).
+template <class SelfCheck>
+bool amx_usable(bool feature, SelfCheck&& self_check) {
+  return feature && cpu_features().amx_permitted && !amx_disabled_by_env() && self_check();
+}
+
 namespace detail::amx {
 
 constexpr int64_t kRows = 16, kRowBytes = 64;  // every tile register: 16 rows × 64 bytes

@@ -335,12 +335,11 @@ inline void gemm_emulated(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
 
 }  // namespace detail::bf16
 
-// Whether Auto takes AMX: the CPU has AMX-BF16, the OS granted the tile state, SINKLAB_NO_AMX is
-// unset, and the AMX path agreed with the AVX512-BF16 path on a self-check (once per process).
+// Whether Auto takes AMX (amx_usable, once per process; its packing is AVX512-BF16 code).
 inline bool bf16_amx_available() {
 #if defined(SINKLAB_CPUID)
-  static const bool ok = cpu_features().amx_bf16 && cpu_features().amx_permitted && bf16_native_available() &&
-                         !amx_disabled_by_env() && detail::bf16::amx_self_check();
+  static const bool ok =
+      amx_usable(cpu_features().amx_bf16 && bf16_native_available(), [] { return detail::bf16::amx_self_check(); });
   return ok;
 #else
   return false;

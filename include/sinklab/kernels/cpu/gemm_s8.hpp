@@ -357,12 +357,11 @@ inline bool amx_self_check() {
 
 }  // namespace detail::s8
 
-// Whether Auto takes AMX: the CPU has AMX-INT8 and AVX512-VNNI (its epilogue), the OS granted the
-// tile state, SINKLAB_NO_AMX is unset, and the AMX path matched the VNNI path on a self-check.
+// Whether Auto takes AMX (amx_usable, once per process; its epilogue is AVX512-VNNI code).
 inline bool s8_amx_available() {
 #if defined(SINKLAB_CPUID)
-  static const bool ok = cpu_features().amx_int8 && cpu_features().amx_permitted && s8_vnni_available() &&
-                         !amx_disabled_by_env() && detail::s8::amx_self_check();
+  static const bool ok =
+      amx_usable(cpu_features().amx_int8 && s8_vnni_available(), [] { return detail::s8::amx_self_check(); });
   return ok;
 #else
   return false;
