@@ -18,6 +18,7 @@
 using namespace sinklab;
 using kernels::Trans;
 using kernels::cpu::Bf16Path;
+using Emulated = kernels::cpu::detail::amx::EmulatedTiles;
 using sinklab::from_bf16;
 using kernels::cpu::gemm_bf16;
 using sinklab::round_bf16;
@@ -62,6 +63,7 @@ Operand make(Rng& rng, int64_t rows, int64_t cols, Trans t, int64_t pad) {
   return o;
 }
 
+template <class Tiles = kernels::cpu::detail::amx::HardwareTiles>
 void check_case(const Case& c, Bf16Path path) {
   CAPTURE(c.M);
   CAPTURE(c.N);
@@ -77,11 +79,12 @@ void check_case(const Case& c, Bf16Path path) {
   for (std::size_t i = 0; i < C.size(); ++i) C[i] = c0.data()[i];
   const std::vector<float> before = C;
   std::vector<int> epilogue_rows(static_cast<std::size_t>(c.M), 0);
-  gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data.data(), A.ld, B.data.data(), B.ld, c.beta, C.data(), ldc,
-            [&](int64_t r0, int64_t r1) {
-              for (int64_t r = r0; r < r1; ++r) ++epilogue_rows[static_cast<std::size_t>(r)];
-            },
-            path);
+  gemm_bf16<Tiles>(
+      c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data.data(), A.ld, B.data.data(), B.ld, c.beta, C.data(), ldc,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) ++epilogue_rows[static_cast<std::size_t>(r)];
+      },
+      path);
   for (int64_t i = 0; i < c.M; ++i) CHECK(epilogue_rows[static_cast<std::size_t>(i)] == 1);
   const double u = std::ldexp(1.0, -24);
   double worst_acc = 0, worst_bf16 = 0;
@@ -156,22 +159,25 @@ TEST_CASE("gemm_bf16, AVX512-BF16: the same bounds, and the same result for any 
   CHECK(c1 == c2);
 }
 
-// The AMX kernel on amx.hpp's model of the tile unit: its packing, padding to whole tiles, strides
-// and edges, within the same bounds (its fp32 sums in the order of the Intel SDM's pseudo-code).
+// The AMX kernel on amx.hpp's model of the tile unit (gemm_bf16<EmulatedTiles>): its packing,
+// padding to whole tiles, strides and edges, within the same bounds (its fp32 sums in the order
+// of the Intel SDM's pseudo-code).
 TEST_CASE("gemm_bf16, AMX kernel on the emulated tile unit: the same bounds, any thread count" *
           sinklab_test::optional()) {
   if (!kernels::cpu::bf16_native_available())
     SINKLAB_SKIP("the AMX kernel packs with AVX512-BF16, which this CPU lacks (", cpu_features().summary(), ")");
-  for (const Case& c : cases()) check_case(c, Bf16Path::AmxEmulated);
+  for (const Case& c : cases()) check_case<Emulated>(c, Bf16Path::Amx);
   Rng rng(8);
   const int64_t M = 70, N = 90, K = 530;  // three K slices, the last one not whole tiles
   const Tensor<float> a = rng.normal<float>({M, K}), b = rng.normal<float>({K, N});
   std::vector<float> c1(M * N), c2(M * N);
   const int before = num_threads();
   set_num_threads(1);
-  gemm_bf16(Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c1.data(), N, {}, Bf16Path::AmxEmulated);
+  gemm_bf16<Emulated>(Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c1.data(), N, {},
+                      Bf16Path::Amx);
   set_num_threads(2);
-  gemm_bf16(Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c2.data(), N, {}, Bf16Path::AmxEmulated);
+  gemm_bf16<Emulated>(Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c2.data(), N, {},
+                      Bf16Path::Amx);
   set_num_threads(before);
   CHECK(c1 == c2);
   // A row epilogue that multiplies on AMX itself: the tiles are released before it runs (a nested
@@ -180,13 +186,13 @@ TEST_CASE("gemm_bf16, AMX kernel on the emulated tile unit: the same bounds, any
   std::vector<float> inner(4 * 4);
   const std::vector<float> ones(4 * 40, 1.0f);
   set_num_threads(1);
-  gemm_bf16(
+  gemm_bf16<Emulated>(
       Trans::N, Trans::T, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c2.data(), N,
       [&](int64_t, int64_t) {
-        gemm_bf16(Trans::N, Trans::N, 4, 4, 40, 1.0f, ones.data(), 40, ones.data(), 4, 0.0f, inner.data(), 4, {},
-                  Bf16Path::AmxEmulated);
+        gemm_bf16<Emulated>(Trans::N, Trans::N, 4, 4, 40, 1.0f, ones.data(), 40, ones.data(), 4, 0.0f, inner.data(), 4,
+                            {}, Bf16Path::Amx);
       },
-      Bf16Path::AmxEmulated);
+      Bf16Path::Amx);
   set_num_threads(before);
   CHECK(c1 == c2);
   CHECK(inner == std::vector<float>(16, 40.0f));

@@ -23,6 +23,7 @@ using kernels::cpu::gemm_u8s8;
 using kernels::cpu::gemm_u8s8_i32;
 using kernels::cpu::pack_s8;
 using kernels::cpu::S8Path;
+using Emulated = kernels::cpu::detail::amx::EmulatedTiles;
 
 namespace {
 
@@ -52,6 +53,7 @@ int64_t reference(const Operands& o, int64_t i, int64_t j) {
   return s;
 }
 
+template <class Tiles = kernels::cpu::detail::amx::HardwareTiles>
 void check(const Operands& o, S8Path path) {
   CAPTURE(o.M);
   CAPTURE(o.N);
@@ -59,10 +61,10 @@ void check(const Operands& o, S8Path path) {
   const auto packed = pack_s8(o.B.data(), o.ldb, o.K, o.N);
   const int64_t ldc = o.N + 3;
   std::vector<int32_t> C(static_cast<std::size_t>(o.M * ldc), -7);
-  gemm_u8s8_i32(o.M, o.A.data(), o.lda, o.za, packed, C.data(), ldc, path);
+  gemm_u8s8_i32<Tiles>(o.M, o.A.data(), o.lda, o.za, packed, C.data(), ldc, path);
   std::vector<float> F(static_cast<std::size_t>(o.M * ldc), -7.f);
   const float scale = 0.0123f;
-  gemm_u8s8(o.M, o.A.data(), o.lda, o.za, packed, scale, F.data(), ldc, path);
+  gemm_u8s8<Tiles>(o.M, o.A.data(), o.lda, o.za, packed, scale, F.data(), ldc, path);
   int64_t wrong = 0, wrong_f = 0, touched = 0;
   for (int64_t i = 0; i < o.M; ++i) {
     for (int64_t j = 0; j < o.N; ++j) {
@@ -116,17 +118,17 @@ TEST_CASE("gemm_u8s8, AVX512-VNNI: the same sums exactly, the zero point through
   }
 }
 
-// The AMX kernel on amx.hpp's model of the tile unit: its padding to whole tiles, strides, edges
-// and the shared epilogue, exactly.
+// The AMX kernel on amx.hpp's model of the tile unit (gemm_u8s8<EmulatedTiles>): its padding to
+// whole tiles, strides, edges and the shared epilogue, exactly.
 TEST_CASE("gemm_u8s8, AMX kernel on the emulated tile unit: the same sums exactly" * sinklab_test::optional()) {
   if (!kernels::cpu::s8_vnni_available())
     SINKLAB_SKIP("the AMX kernel's epilogue is AVX512-VNNI code, which this CPU lacks (", cpu_features().summary(),
                  ")");
-  for (const auto& o : cases()) check(o, S8Path::AmxEmulated);
+  for (const auto& o : cases()) check<Emulated>(o, S8Path::Amx);
   Operands big = make(7, 70, kernels::cpu::detail::s8::kMaxK, 0, 255, 78);
   std::fill(big.A.begin(), big.A.end(), uint8_t{255});
   std::fill(big.B.begin(), big.B.end(), int8_t{-128});
-  check(big, S8Path::AmxEmulated);
+  check<Emulated>(big, S8Path::Amx);
 }
 
 TEST_CASE("gemm_u8s8, AMX on the hardware: the same sums exactly" * sinklab_test::optional()) {

@@ -93,6 +93,8 @@ struct HardwareTiles {
     asm volatile(".byte 0xc4, 0xe2, %c0, 0x5e, %c1" ::"n"((~b & 15) << 3 | 0x01), "n"(0xc0 | c << 3 | a));
   }
 };
+#else
+struct HardwareTiles;  // the GEMMs' default tile unit; their AMX paths exist only on x86-64
 #endif
 
 // Configures the tile unit for as long as it lives (an exception included): the code inside may

@@ -48,9 +48,9 @@
 
 namespace sinklab::kernels::cpu {
 
-// Amx: tdpbf16ps tiles; AmxEmulated: the same kernel on amx.hpp's software tile unit (slow; for
-// tests on CPUs without AMX); Avx512Bf16: vdpbf16ps; Emulated: fp32 products of rounded operands.
-enum class Bf16Path { Auto, Amx, AmxEmulated, Avx512Bf16, Emulated };
+// Amx: tdpbf16ps tiles (on gemm_bf16's tile unit); Avx512Bf16: vdpbf16ps; Emulated: fp32 products
+// of rounded operands.
+enum class Bf16Path { Auto, Amx, Avx512Bf16, Emulated };
 
 inline bool bf16_native_available() { return cpu_features().avx512_bf16; }
 
@@ -348,9 +348,12 @@ inline bool bf16_amx_available() {
 
 // C = alpha · op(A) · op(B) + beta · C with bf16 operands and fp32 accumulation (see the top of
 // this file). `path` forces a path for tests; Auto takes AMX, else AVX512-BF16, where present.
-inline void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep = {},
-                      Bf16Path path = Bf16Path::Auto) {
+// The AMX path runs on `Tiles`: the hardware, or amx::EmulatedTiles for tests on a CPU without
+// AMX (instantiated only where named, so programs do not compile the model).
+template <class Tiles = detail::amx::HardwareTiles>
+void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const RowEpilogue& ep = {},
+               Bf16Path path = Bf16Path::Auto) {
   if (M <= 0) return;
   if (N <= 0 || K <= 0) {
     gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);  // an empty sum: C = beta·C
@@ -367,15 +370,14 @@ inline void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float
   // The AMX paths pack with AVX512-BF16 as the AVX-512 one does.
   SINKLAB_CHECK(bf16_native_available(), "gemm_bf16: the ", path == Bf16Path::Avx512Bf16 ? "AVX512-BF16" : "AMX",
                 " path was asked for, but this CPU (", cpu_features().summary(), ") does not have AVX512-BF16");
-  SINKLAB_CHECK(path != Bf16Path::Amx || (cpu_features().amx_bf16 && cpu_features().amx_permitted),
-                "gemm_bf16: the AMX path was asked for, but this CPU and OS (", cpu_features().summary(),
-                ") do not offer AMX-BF16");
+  if constexpr (std::is_same_v<Tiles, detail::amx::HardwareTiles>)
+    SINKLAB_CHECK(path != Bf16Path::Amx || (cpu_features().amx_bf16 && cpu_features().amx_permitted),
+                  "gemm_bf16: the AMX path was asked for, but this CPU and OS (", cpu_features().summary(),
+                  ") do not offer AMX-BF16");
 #if defined(SINKLAB_CPUID)
   const bool t1 = ta == Trans::T, t2 = tb == Trans::T;
   if (path == Bf16Path::Amx)
-    detail::bf16::gemm_native<detail::amx::HardwareTiles>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
-  else if (path == Bf16Path::AmxEmulated)
-    detail::bf16::gemm_native<detail::amx::EmulatedTiles>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+    detail::bf16::gemm_native<Tiles>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
   else
     detail::bf16::gemm_native<>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 #endif

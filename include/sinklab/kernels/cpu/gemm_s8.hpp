@@ -57,9 +57,8 @@
 
 namespace sinklab::kernels::cpu {
 
-// Amx: tdpbusd tiles; AmxEmulated: the same kernel on amx.hpp's software tile unit (slow; for
-// tests on CPUs without AMX); Vnni: vpdpbusd; Avx2: vpmaddwd; Scalar: plain loops.
-enum class S8Path { Auto, Amx, AmxEmulated, Vnni, Avx2, Scalar };
+// Amx: tdpbusd tiles (on gemm_u8s8's tile unit); Vnni: vpdpbusd; Avx2: vpmaddwd; Scalar: plain loops.
+enum class S8Path { Auto, Amx, Vnni, Avx2, Scalar };
 
 inline bool s8_avx2_available() { return cpu_features().avx2; }
 inline bool s8_vnni_available() { return cpu_features().avx512_vnni; }
@@ -324,7 +323,8 @@ SINKLAB_TARGET_VNNI void block_amx(Tiles& t, int64_t m, int64_t ld, const uint32
 #undef SINKLAB_TARGET_VNNI
 #endif
 
-inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path);
+template <class Tiles = amx::HardwareTiles>
+void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path);
 
 #if defined(SINKLAB_CPUID)
 // Whether the AMX path gives the VNNI path's integers on a product with edges in every dimension
@@ -370,7 +370,9 @@ inline bool s8_amx_available() {
 
 namespace detail::s8 {
 
-inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path) {
+// The AMX path runs on Tiles: the hardware, or amx::EmulatedTiles in tests (see gemm_bf16).
+template <class Tiles>
+void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, const Out& out, S8Path path) {
   SINKLAB_CHECK(B.data && M >= 0 && lda >= B.K, "kernels::cpu::gemm_u8s8: expected a packed B and lda >= K = ", B.K,
                 ", got lda = ", lda);
   SINKLAB_CHECK(za >= 0 && za <= 255, "kernels::cpu::gemm_u8s8: zero point ", za, " is outside [0, 255]");
@@ -379,10 +381,11 @@ inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const Pack
            : s8_vnni_available() ? S8Path::Vnni
            : s8_avx2_available() ? S8Path::Avx2
                                  : S8Path::Scalar;
-  const bool amx = path == S8Path::Amx || path == S8Path::AmxEmulated;
-  SINKLAB_CHECK(path != S8Path::Amx || (cpu_features().amx_int8 && cpu_features().amx_permitted),
-                "kernels::cpu::gemm_u8s8: the AMX path was asked for, but this CPU and OS (", cpu_features().summary(),
-                ") do not offer AMX-INT8");
+  const bool amx = path == S8Path::Amx;
+  if constexpr (std::is_same_v<Tiles, amx::HardwareTiles>)
+    SINKLAB_CHECK(!amx || (cpu_features().amx_int8 && cpu_features().amx_permitted),
+                  "kernels::cpu::gemm_u8s8: the AMX path was asked for, but this CPU and OS (",
+                  cpu_features().summary(), ") do not offer AMX-INT8");
   SINKLAB_CHECK(!(amx || path == S8Path::Vnni) || s8_vnni_available(), "kernels::cpu::gemm_u8s8: the ",
                 amx ? "AMX path (whose epilogue is AVX512-VNNI code)" : "AVX512-VNNI path",
                 " was asked for, but this CPU (", cpu_features().summary(), ") does not have AVX512-VNNI");
@@ -396,16 +399,16 @@ inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const Pack
   parallel_for(0, (M + rows - 1) / rows, 1, [&](int64_t b0, int64_t b1) {
     std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * std::max(kp, ld)));
 #if defined(SINKLAB_CPUID)
-    auto amx_blocks = [&](auto tiles) {
+    if (amx) {
+      Tiles tiles{};
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t i0 = b * rows, m = std::min(rows, M - i0);
         pack_a_quads(A, lda, i0, m, B.K, Ap.get(), ld);
         std::fill(Ap.get() + m * ld, Ap.get() + amx::round_up(m, 32) * ld, 0u);  // whole 16-row tiles
         block_amx(tiles, m, ld, Ap.get(), B, za, out, i0);
       }
-    };
-    if (path == S8Path::Amx) return amx_blocks(amx::HardwareTiles{});
-    if (path == S8Path::AmxEmulated) return amx_blocks(amx::EmulatedTiles{});
+      return;
+    }
 #endif
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t i0 = b * rows, m = std::min(rows, M - i0);
@@ -430,22 +433,25 @@ inline void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const Pack
 
 }  // namespace detail::s8
 
-// C[i, j] = Σ_k (A[i, k] − za) · B[k, j], exactly, as int32.
-inline void gemm_u8s8_i32(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, int32_t* C, int64_t ldc,
-                          S8Path path = S8Path::Auto) {
+// C[i, j] = Σ_k (A[i, k] − za) · B[k, j], exactly, as int32. `Tiles`: the AMX path's tile unit
+// (amx::EmulatedTiles in tests on a CPU without AMX).
+template <class Tiles = detail::amx::HardwareTiles>
+void gemm_u8s8_i32(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, int32_t* C, int64_t ldc,
+                   S8Path path = S8Path::Auto) {
   SINKLAB_CHECK(ldc >= B.N, "kernels::cpu::gemm_u8s8_i32: ldc ", ldc, " < N = ", B.N);
   detail::s8::Out out;
   out.i32 = C, out.ld = ldc;
-  detail::s8::run(M, A, lda, za, B, out, path);
+  detail::s8::run<Tiles>(M, A, lda, za, B, out, path);
 }
 
 // C[i, j] = scale · Σ_k (A[i, k] − za) · B[k, j] as floats (scale = s_A · s_B).
-inline void gemm_u8s8(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, float scale, float* C,
-                      int64_t ldc, S8Path path = S8Path::Auto) {
+template <class Tiles = detail::amx::HardwareTiles>
+void gemm_u8s8(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B, float scale, float* C,
+               int64_t ldc, S8Path path = S8Path::Auto) {
   SINKLAB_CHECK(ldc >= B.N, "kernels::cpu::gemm_u8s8: ldc ", ldc, " < N = ", B.N);
   detail::s8::Out out;
   out.f32 = C, out.ld = ldc, out.scale = scale;
-  detail::s8::run(M, A, lda, za, B, out, path);
+  detail::s8::run<Tiles>(M, A, lda, za, B, out, path);
 }
 
 }  // namespace sinklab::kernels::cpu
