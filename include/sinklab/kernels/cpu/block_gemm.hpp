@@ -10,9 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+
+#include "sinklab/kernels/cpu/transpose16.hpp"
 
 namespace sinklab::kernels::cpu {
 
@@ -103,31 +102,13 @@ void block_gemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t sa
 
 namespace detail {
 
-#if defined(__AVX512F__)
-// The 16 × 16 floats at src (rows lds apart) transposed into dst (rows ld apart), in registers:
-// unpack pairs of rows, then shuffle 2-element, 4-element and 8-element groups.
+#if defined(__AVX512F__) && defined(SINKLAB_CPUID)
+// The 16 × 16 floats at src (rows lds apart) transposed into dst (rows ld apart), in registers.
 inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ld) {
-  __m512 r[16], t[16];
+  __m512 r[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < 4; ++k) {
-      t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
-      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xDD);
-    }
-  for (int k = 0; k < 8; ++k) {
-    _mm512_storeu_ps(dst + k * ld, _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88));
-    _mm512_storeu_ps(dst + (8 + k) * ld, _mm512_shuffle_f32x4(t[k], t[8 + k], 0xDD));
-  }
+  transpose16x16(r);
+  for (int k = 0; k < 16; ++k) _mm512_storeu_ps(dst + k * ld, r[k]);
 }
 #endif
 
@@ -140,7 +121,7 @@ inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ld) {
 template <class T>
 void transpose_rows(const T* src, int64_t lds, int64_t n, int64_t d, T* dst, int64_t ld) {
   int64_t n16 = 0, d16 = 0;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(SINKLAB_CPUID)
   if constexpr (std::is_same_v<T, float>) {
     n16 = n / 16 * 16, d16 = d / 16 * 16;
     for (int64_t j0 = 0; j0 < n16; j0 += 16)

@@ -36,15 +36,13 @@
 #include "sinklab/core/bf16.hpp"
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/error.hpp"
+#include "sinklab/core/extern_template.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/storage.hpp"
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cpu/amx.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
-
-#if defined(SINKLAB_CPUID)
-#include <immintrin.h>
-#endif
+#include "sinklab/kernels/cpu/transpose16.hpp"
 
 namespace sinklab::kernels::cpu {
 
@@ -84,11 +82,16 @@ SINKLAB_TARGET_BF16 inline __m512i bf16_pairs16(const float* x0, const float* x1
   return _mm512_permutexvar_epi16(interleave, both);
 }
 
-// pack_b, 16 columns or 32 k at a time, into a panel of `pair_rows` ≥ ⌈kc/2⌉ rows (the rows past
-// the pairs are zeros: AMX reads the panel 16 rows at a time).
+// pack_b, 16 columns or 32 k at a time, into a panel of `pair_rows` ≥ ⌈kc/2⌉ rows. What the
+// values do not fill is zeroed first, and only that: the rows from the last whole pair on (an odd
+// kc's last pair has a zero second half; AMX reads the panel 16 rows at a time) and the columns
+// past nc (never stored, but zeros keep their lanes finite).
 SINKLAB_TARGET_BF16 inline void pack_b_native(bool tb, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0,
                                               int64_t nc, uint16_t* Bp, int64_t pair_rows) {
-  std::memset(Bp, 0, static_cast<std::size_t>(pair_rows * NR * 2) * sizeof(uint16_t));
+  std::memset(Bp + kc / 2 * NR * 2, 0, static_cast<std::size_t>((pair_rows - kc / 2) * NR * 2) * sizeof(uint16_t));
+  if (nc < NR)
+    for (int64_t p = 0; p < kc / 2; ++p)
+      std::memset(Bp + p * NR * 2 + 2 * nc, 0, static_cast<std::size_t>((NR - nc) * 2) * sizeof(uint16_t));
   if (!tb) {  // op(B)[k, j] = B[k·ldb + j]: two rows of B give 16 pairs per vector
     const int64_t n16 = nc / 16 * 16;
     for (int64_t p = 0; p < kc / 2; ++p) {
@@ -136,13 +139,24 @@ SINKLAB_TARGET_BF16 inline void pack_a_native(bool ta, const float* A, int64_t l
     }
     return;
   }
-  // op(A)[i, k] = A[k·lda + i]: two rows of A give the pairs of 16 rows of op(A).
-  const int64_t m16 = m / 16 * 16;
+  // op(A)[i, k] = A[k·lda + i]: two rows of A give the pairs of 16 rows of op(A), one vector of
+  // words per pair; 16 pairs × 16 rows of words are transposed in registers into rows of Ap
+  // (storing the words one by one cost as much as the product in the attention's Pᵀ·dO).
+  const int64_t m16 = m / 16 * 16, p16 = kc / 2 / 16 * 16;
   alignas(64) uint32_t words[16];
-  for (int64_t p = 0; p < kc / 2; ++p) {
-    const float* r0 = A + (k0 + 2 * p) * lda + i0;
-    for (int64_t i = 0; i < m16; i += 16) {
-      _mm512_store_si512(words, bf16_pairs16(r0 + i, r0 + lda + i));
+  for (int64_t i = 0; i < m16; i += 16) {
+    for (int64_t p0 = 0; p0 < p16; p0 += 16) {
+      __m512 w[16];
+      for (int t = 0; t < 16; ++t) {
+        const float* r0 = A + (k0 + 2 * (p0 + t)) * lda + i0 + i;
+        w[t] = _mm512_castsi512_ps(bf16_pairs16(r0, r0 + lda));
+      }
+      transpose16x16(w);
+      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(Ap + (i + r) * ld + p0, _mm512_castps_si512(w[r]));
+    }
+    for (int64_t p = p16; p < kc / 2; ++p) {
+      const float* r0 = A + (k0 + 2 * p) * lda + i0 + i;
+      _mm512_store_si512(words, bf16_pairs16(r0, r0 + lda));
       for (int64_t t = 0; t < 16; ++t) Ap[(i + t) * ld + p] = words[t];
     }
   }
@@ -163,75 +177,87 @@ SINKLAB_TARGET_BF16 inline void store_row16(float* c, __m512 acc, float alpha, f
   _mm512_mask_storeu_ps(c, m, out);
 }
 
-// Rows [0, R) of C against one panel: acc = Σ_p A-pair · B-pair, then C = alpha·acc + beta·C on
-// the first ncols columns (beta == 0: C is not read); `first` says whether this is the first
-// K slice (later slices add to C).
-template <int R>
-SINKLAB_TARGET_BF16 void tile(int64_t kp, const uint32_t* Ap, const uint16_t* Bp, float alpha, float beta, float* C,
-                              int64_t ldc, int64_t ncols) {
-  __m512 acc[R][NV];
+// Rows [0, R) of C against the first V vectors of one panel: acc = Σ_p A-pair · B-pair, then
+// C = alpha·acc + beta·C on the first ncols ≤ V·16 columns (beta == 0: C is not read). V = 2
+// serves panels of at most 32 columns (an edge, or the attention's 32-query blocks) at half the work.
+template <int R, int V>
+SINKLAB_TARGET_BF16 void tile(int64_t kp, const uint32_t* Ap, int64_t lda, const uint16_t* Bp, float alpha, float beta,
+                              float* C, int64_t ldc, int64_t ncols) {
+  __m512 acc[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kp; ++p) {
     const uint16_t* b = Bp + p * NR * 2;
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 2 * W),
-                   b2 = (__m512bh)_mm512_loadu_si512(b + 4 * W), b3 = (__m512bh)_mm512_loadu_si512(b + 6 * W);
+    __m512bh bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 2 * W * v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(Ap[r * kp + p]));
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
-      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, b2);
-      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, b3);
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(Ap[r * lda + p]));
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, bv[v]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
+    for (int v = 0; v < V; ++v) {
       const int64_t left = ncols - v * W;
       if (left <= 0) break;
       store_row16(C + r * ldc + v * W, acc[r][v], alpha, beta, left);
     }
 }
 
-// m rows of packed A (kp pairs each) against np panels of one K slice.
-SINKLAB_TARGET_BF16 inline void block(int64_t m, int64_t n, int64_t kp, const uint32_t* Ap, const uint16_t* Bp,
-                                      float alpha, float beta, float* C, int64_t ldc) {
-  const int64_t np = (n + NR - 1) / NR;
-  for (int64_t p = 0; p < np; ++p) {
-    const uint16_t* panel = Bp + p * kp * NR * 2;
+// m rows of packed A (kp pairs each, rows lda words apart) against one panel, MR rows at a time.
+template <int V>
+SINKLAB_TARGET_BF16 inline void rows_of_panel(int64_t m, int64_t kp, const uint32_t* Ap, int64_t lda,
+                                              const uint16_t* panel, float alpha, float beta, float* c, int64_t ldc,
+                                              int64_t ncols) {
+  int64_t i = 0;
+  for (; i + MR <= m; i += MR) tile<MR, V>(kp, Ap + i * lda, lda, panel, alpha, beta, c + i * ldc, ldc, ncols);
+  const uint32_t* a = Ap + i * lda;
+  float* ci = c + i * ldc;
+  switch (m - i) {
+    case 5: tile<5, V>(kp, a, lda, panel, alpha, beta, ci, ldc, ncols); break;
+    case 4: tile<4, V>(kp, a, lda, panel, alpha, beta, ci, ldc, ncols); break;
+    case 3: tile<3, V>(kp, a, lda, panel, alpha, beta, ci, ldc, ncols); break;
+    case 2: tile<2, V>(kp, a, lda, panel, alpha, beta, ci, ldc, ncols); break;
+    case 1: tile<1, V>(kp, a, lda, panel, alpha, beta, ci, ldc, ncols); break;
+    default: break;
+  }
+}
+
+// m rows of packed A (kp pairs each, rows lda words apart) against the panels of one K slice
+// (`pair_rows` ≥ kp rows each: the first kp are read).
+SINKLAB_TARGET_BF16 inline void block(int64_t m, int64_t n, int64_t kp, const uint32_t* Ap, int64_t lda,
+                                      const uint16_t* Bp, int64_t pair_rows, float alpha, float beta, float* C,
+                                      int64_t ldc) {
+  for (int64_t p = 0; p < (n + NR - 1) / NR; ++p) {
+    const uint16_t* panel = Bp + p * pair_rows * NR * 2;
     const int64_t ncols = std::min(NR, n - p * NR);
-    float* c = C + p * NR;
-    int64_t i = 0;
-    for (; i + MR <= m; i += MR) tile<MR>(kp, Ap + i * kp, panel, alpha, beta, c + i * ldc, ldc, ncols);
-    const uint32_t* a = Ap + i * kp;
-    float* ci = c + i * ldc;
-    switch (m - i) {
-      case 5: tile<5>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
-      case 4: tile<4>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
-      case 3: tile<3>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
-      case 2: tile<2>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
-      case 1: tile<1>(kp, a, panel, alpha, beta, ci, ldc, ncols); break;
-      default: break;
-    }
+    if (ncols > 2 * W)
+      rows_of_panel<NV>(m, kp, Ap, lda, panel, alpha, beta, C + p * NR, ldc, ncols);
+    else
+      rows_of_panel<2>(m, kp, Ap, lda, panel, alpha, beta, C + p * NR, ldc, ncols);
   }
 }
 
 // The AMX path: m rows of packed A (rows `ld` words apart, zero rows up to a multiple of 32,
-// pairs zero-padded to a multiple of 16) against the panels of one K slice (`pair_rows`, a
-// multiple of 16, rows each), 32 rows × 32 columns per product_32x32 (amx.hpp); the sums leave
-// through a 32 × 32 scratch to the same row store as the AVX-512 tile.
+// pairs zero-padded to a multiple of 16) against the first `pair_rows` (a multiple of 16) rows of
+// the panels of one K slice (`panel_rows` ≥ pair_rows rows each), 32 rows × 32 columns per
+// product_32x32 (amx.hpp); the sums leave through a 32 × 32 scratch to the same row store as the
+// AVX-512 tile.
 template <class Tiles>
 SINKLAB_TARGET_BF16 void block_amx(Tiles& t, int64_t m, int64_t n, int64_t pair_rows, int64_t ld, const uint32_t* Ap,
-                                   const uint16_t* Bp, float alpha, float beta, float* C, int64_t ldc) {
+                                   const uint16_t* Bp, int64_t panel_rows, float alpha, float beta, float* C,
+                                   int64_t ldc) {
   const amx::TileScope<Tiles> scope(t);  // released before the caller's epilogue, which may multiply
   alignas(64) float acc[32 * 32];
   const auto* a = reinterpret_cast<const unsigned char*>(Ap);
   for (int64_t p = 0; p < (n + NR - 1) / NR; ++p) {
-    const auto* panel = reinterpret_cast<const unsigned char*>(Bp + p * pair_rows * NR * 2);
+    const auto* panel = reinterpret_cast<const unsigned char*>(Bp + p * panel_rows * NR * 2);
     const int64_t ncols = std::min(NR, n - p * NR);
     for (int64_t i = 0; i < m; i += 32)
       for (int64_t h = 0; h < ncols; h += 32) {  // a pair-row of the panel is NR·4 bytes
@@ -281,9 +307,10 @@ void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
         pack_a_native(ta, A, lda, i0, m, s * KC, kc, Ap.get(), ld);
         if constexpr (amx) {
           std::fill(Ap.get() + m * ld, Ap.get() + amx::round_up(m, 32) * ld, 0u);  // whole 16-row tiles
-          block_amx(tiles, m, N, ld, ld, Ap.get(), packed.get() + s * slice_stride, alpha, beta_s, C + i0 * ldc, ldc);
+          block_amx(tiles, m, N, ld, ld, Ap.get(), packed.get() + s * slice_stride, ld, alpha, beta_s, C + i0 * ldc,
+                    ldc);
         } else {
-          block(m, N, ld, Ap.get(), packed.get() + s * slice_stride, alpha, beta_s, C + i0 * ldc, ldc);
+          block(m, N, ld, Ap.get(), ld, packed.get() + s * slice_stride, ld, alpha, beta_s, C + i0 * ldc, ldc);
         }
       }
       if (ep) ep(i0, i0 + m);
@@ -346,6 +373,24 @@ inline bool bf16_amx_available() {
 #endif
 }
 
+namespace detail::bf16 {
+// The path to run for a requested one: Auto takes AMX, else AVX512-BF16, else the emulation; a
+// forced path the CPU lacks is an error naming `kernel` (the AMX paths pack with AVX512-BF16 too).
+template <class Tiles>
+Bf16Path resolve(const char* kernel, Bf16Path path) {
+  if (path == Bf16Path::Auto)
+    return bf16_amx_available() ? Bf16Path::Amx : bf16_native_available() ? Bf16Path::Avx512Bf16 : Bf16Path::Emulated;
+  if (path == Bf16Path::Emulated) return path;
+  SINKLAB_CHECK(bf16_native_available(), kernel, ": the ", path == Bf16Path::Avx512Bf16 ? "AVX512-BF16" : "AMX",
+                " path was asked for, but this CPU (", cpu_features().summary(), ") does not have AVX512-BF16");
+  if constexpr (std::is_same_v<Tiles, amx::HardwareTiles>)
+    SINKLAB_CHECK(path != Bf16Path::Amx || (cpu_features().amx_bf16 && cpu_features().amx_permitted), kernel,
+                  ": the AMX path was asked for, but this CPU and OS (", cpu_features().summary(),
+                  ") do not offer AMX-BF16");
+  return path;
+}
+}  // namespace detail::bf16
+
 // C = alpha · op(A) · op(B) + beta · C with bf16 operands and fp32 accumulation (see the top of
 // this file). `path` forces a path for tests; Auto takes AMX, else AVX512-BF16, where present.
 // The AMX path runs on `Tiles`: the hardware, or amx::EmulatedTiles for tests on a CPU without
@@ -359,21 +404,11 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
     gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);  // an empty sum: C = beta·C
     return;
   }
-  if (path == Bf16Path::Auto)
-    path = bf16_amx_available()       ? Bf16Path::Amx
-           : bf16_native_available() ? Bf16Path::Avx512Bf16
-                                     : Bf16Path::Emulated;
+  path = detail::bf16::resolve<Tiles>("gemm_bf16", path);
   if (path == Bf16Path::Emulated) {
     detail::bf16::gemm_emulated(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
     return;
   }
-  // The AMX paths pack with AVX512-BF16 as the AVX-512 one does.
-  SINKLAB_CHECK(bf16_native_available(), "gemm_bf16: the ", path == Bf16Path::Avx512Bf16 ? "AVX512-BF16" : "AMX",
-                " path was asked for, but this CPU (", cpu_features().summary(), ") does not have AVX512-BF16");
-  if constexpr (std::is_same_v<Tiles, detail::amx::HardwareTiles>)
-    SINKLAB_CHECK(path != Bf16Path::Amx || (cpu_features().amx_bf16 && cpu_features().amx_permitted),
-                  "gemm_bf16: the AMX path was asked for, but this CPU and OS (", cpu_features().summary(),
-                  ") do not offer AMX-BF16");
 #if defined(SINKLAB_CPUID)
   const bool t1 = ta == Trans::T, t2 = tb == Trans::T;
   if (path == Bf16Path::Amx)
@@ -382,6 +417,12 @@ void gemm_bf16(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
     detail::bf16::gemm_native<>(t1, t2, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 #endif
 }
+
+// Compiled once in sinklab::precompiled (core/extern_template.hpp), for every program that
+// multiplies in bf16 (the projections, the attention's general-shape products).
+SINKLAB_EXTERN_TEMPLATE(void gemm_bf16<detail::amx::HardwareTiles>(Trans, Trans, int64_t, int64_t, int64_t, float,
+                                                                   const float*, int64_t, const float*, int64_t, float,
+                                                                   float*, int64_t, const RowEpilogue&, Bf16Path))
 
 // gemm (fp32, or T's own type) or gemm_bf16, by precision: what the differentiable ops call.
 template <class T>
