@@ -2,18 +2,21 @@
 // the CPU has them, the AMX kernel on the emulated tile unit, the emulation everywhere) against a
 // double reference of the rounded operands within fp32's accumulation bound and against the
 // unrounded product within bf16's bound; edge shapes (M, N, K off the tile sizes, K = 1, K odd, K over one slice),
-// every transpose, strided operands, alpha/beta and the row epilogue.
+// every transpose, strided operands, alpha/beta and the row epilogue. The fused attention's bf16
+// block products (BlockProducts) on the same paths and bounds, and their reuse of packed operands.
 #include <doctest/doctest.h>
 
-#include "skip.hpp"
-
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
+#include "sinklab/kernels/cpu/block_products.hpp"
 #include "sinklab/kernels/cpu/gemm_bf16.hpp"
+#include "skip.hpp"
 
 using namespace sinklab;
 using kernels::Trans;
@@ -63,8 +66,11 @@ Operand make(Rng& rng, int64_t rows, int64_t cols, Trans t, int64_t pad) {
   return o;
 }
 
+// gemm_bf16, or with `block` the attention's bf16 block products (BlockProducts: B as stored, op(A)
+// through strides, no epilogue).
 template <class Tiles = kernels::cpu::detail::amx::HardwareTiles>
-void check_case(const Case& c, Bf16Path path) {
+void check_case(const Case& c, Bf16Path path, bool block = false) {
+  CAPTURE(block);
   CAPTURE(c.M);
   CAPTURE(c.N);
   CAPTURE(c.K);
@@ -79,12 +85,21 @@ void check_case(const Case& c, Bf16Path path) {
   for (std::size_t i = 0; i < C.size(); ++i) C[i] = c0.data()[i];
   const std::vector<float> before = C;
   std::vector<int> epilogue_rows(static_cast<std::size_t>(c.M), 0);
-  gemm_bf16<Tiles>(
-      c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data.data(), A.ld, B.data.data(), B.ld, c.beta, C.data(), ldc,
-      [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) ++epilogue_rows[static_cast<std::size_t>(r)];
-      },
-      path);
+  if (block) {
+    REQUIRE(c.tb == Trans::N);
+    const bool ta = c.ta == Trans::T;
+    kernels::cpu::BlockProducts<float, Tiles> ops(kernels::Precision::bf16, path);
+    const auto a = ops.a(0, -1, c.M, c.K, A.data.data(), ta ? 1 : A.ld, ta ? A.ld : 1);
+    ops.product(c.M, c.N, a, ops.b(0, -1, c.K, c.N, B.data.data(), B.ld), c.alpha, c.beta, C.data(), ldc);
+    std::fill(epilogue_rows.begin(), epilogue_rows.end(), 1);
+  } else {
+    gemm_bf16<Tiles>(
+        c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data.data(), A.ld, B.data.data(), B.ld, c.beta, C.data(), ldc,
+        [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) ++epilogue_rows[static_cast<std::size_t>(r)];
+        },
+        path);
+  }
   for (int64_t i = 0; i < c.M; ++i) CHECK(epilogue_rows[static_cast<std::size_t>(i)] == 1);
   const double u = std::ldexp(1.0, -24);
   double worst_acc = 0, worst_bf16 = 0;
@@ -133,7 +148,104 @@ const std::vector<Case>& cases() {
   return cs;
 }
 
+// The block products' cases: B as stored; the attention's shapes (32-query blocks, 128-key blocks,
+// head sizes 16–128: panels of at most 32 columns take the half-width tile) and edges.
+const std::vector<Case>& block_cases() {
+  static const std::vector<Case> cs = [] {
+    std::vector<Case> v;
+    for (const Case& c : cases())
+      if (c.tb == Trans::N) v.push_back(c);
+    const std::vector<std::array<int64_t, 3>> shapes = {{128, 32, 64}, {32, 64, 128}, {32, 16, 128}, {100, 48, 64},
+                                                        {33, 128, 64}, {128, 80, 31}, {2, 32, 1},    {64, 17, 5}};
+    for (const auto& s : shapes)
+      for (Trans ta : {Trans::N, Trans::T}) v.push_back({s[0], s[1], s[2], ta, Trans::N, 0, 0.125f, 0.0f});
+    v.push_back({32, 64, 128, Trans::T, Trans::N, 7, 1.0f, 1.0f});  // strided, accumulating
+    v.push_back({45, 30, 77, Trans::N, Trans::N, 2, -0.5f, 0.75f});
+    return v;
+  }();
+  return cs;
+}
+
 }  // namespace
+
+TEST_CASE("BlockProducts in bf16 (the attention's products), every path: the same bounds as gemm_bf16") {
+  for (const Case& c : block_cases()) check_case(c, Bf16Path::Emulated, true);
+  if (!kernels::cpu::bf16_native_available()) {
+    MESSAGE("the AVX512-BF16 and AMX-kernel cases need AVX512-BF16, which this CPU lacks (", cpu_features().summary(),
+            ")");
+    return;
+  }
+  for (const Case& c : block_cases()) check_case(c, Bf16Path::Avx512Bf16, true);
+  for (const Case& c : block_cases()) check_case<Emulated>(c, Bf16Path::Amx, true);
+  if (cpu_features().amx_bf16 && cpu_features().amx_permitted && !kernels::cpu::amx_disabled_by_env())
+    for (const Case& c : block_cases()) check_case(c, Bf16Path::Amx, true);
+}
+
+// An operand asked again for the same slot with the same tag, source and shape is not packed again
+// (the attention keeps its key blocks' packing across query blocks); another tag, or tag −1, packs.
+template <class Tiles = kernels::cpu::detail::amx::HardwareTiles>
+void check_reuse(Bf16Path path) {
+  Rng rng(3);
+  const int64_t M = 40, N = 48, K = 33;
+  Tensor<float> a = rng.normal<float>({M, K}), b = rng.normal<float>({K, N});
+  std::vector<float> c1(M * N), c2(M * N), c3(M * N);
+  kernels::cpu::BlockProducts<float, Tiles> ops(kernels::Precision::bf16, path);
+  ops.product(M, N, ops.a(1, 7, M, K, a.data(), K, 1), ops.b(2, 7, K, N, b.data(), N), 1.0f, 0.0f, c1.data(), N);
+  const Tensor<float> a0 = a.clone(), b0 = b.clone();
+  for (int64_t i = 0; i < a.numel(); ++i) a.data()[i] *= 2.0f;
+  for (int64_t i = 0; i < b.numel(); ++i) b.data()[i] *= 2.0f;
+  ops.product(M, N, ops.a(1, 7, M, K, a.data(), K, 1), ops.b(2, 7, K, N, b.data(), N), 1.0f, 0.0f, c2.data(), N);
+  CHECK(c2 == c1);  // the packing of tag 7
+  ops.product(M, N, ops.a(1, 8, M, K, a.data(), K, 1), ops.b(2, -1, K, N, b.data(), N), 1.0f, 0.0f, c3.data(), N);
+  for (std::size_t i = 0; i < c1.size(); ++i)
+    CHECK(c3[i] == 4.0f * c1[i]);  // both packed again (powers of 2 are exact)
+}
+
+// The attention packs a key block whole and multiplies part of it (the keys a query block sees):
+// the first M rows of a packed A, and B's first k rows where A has k columns (k odd too).
+template <class Tiles = kernels::cpu::detail::amx::HardwareTiles>
+void check_partial(Bf16Path path) {
+  Rng rng(5);
+  const int64_t rows = 100, k_whole = 64, N = 40;
+  const Tensor<float> a = rng.normal<float>({rows, k_whole}), b = rng.normal<float>({k_whole, N});
+  kernels::cpu::BlockProducts<float, Tiles> ops(kernels::Precision::bf16, path);
+  const auto bw = ops.b(0, 1, k_whole, N, b.data(), N);  // B packed whole
+  for (int64_t M : {100, 37, 1})
+    for (int64_t k : {64, 31, 16, 1}) {
+      CAPTURE(M);
+      CAPTURE(k);
+      std::vector<float> got(M * N), want(M * N);
+      ops.product(M, N, ops.a(1, 1, rows, k, a.data(), k_whole, 1), bw, 1.0f, 0.0f, got.data(), N);  // A packed whole
+      kernels::cpu::BlockProducts<float, Tiles> exact(kernels::Precision::bf16, path);
+      exact.product(M, N, exact.a(0, -1, M, k, a.data(), k_whole, 1), exact.b(0, -1, k, N, b.data(), N), 1.0f, 0.0f,
+                    want.data(), N);
+      CHECK(got == want);
+    }
+}
+
+TEST_CASE("BlockProducts: a packed operand is kept per slot and tag; bad strides are refused; fp32 passes through") {
+  check_reuse(Bf16Path::Emulated);
+  check_partial(Bf16Path::Emulated);
+  if (kernels::cpu::bf16_native_available()) {
+    check_reuse(Bf16Path::Avx512Bf16);
+    check_reuse<Emulated>(Bf16Path::Amx);
+    check_partial(Bf16Path::Avx512Bf16);
+    check_partial<Emulated>(Bf16Path::Amx);
+  }
+  // A with no unit stride is refused (the packers read rows or columns of a row-major matrix).
+  float x[4] = {};
+  kernels::cpu::BlockProducts<float> ops(kernels::Precision::bf16);
+  CHECK_THROWS_WITH_AS(ops.a(0, -1, 2, 2, x, 2, 2), doctest::Contains("unit stride"), Error);
+  // fp32: the products are block_gemm's, on the operands as stored.
+  Rng rng(4);
+  const Tensor<float> a = rng.normal<float>({5, 7}), b = rng.normal<float>({7, 32});
+  std::vector<float> c1(5 * 32), c2(5 * 32);
+  kernels::cpu::BlockProducts<float> fp32(kernels::Precision::fp32);
+  fp32.product(5, 32, fp32.a(0, -1, 5, 7, a.data(), 7, 1), fp32.b(0, -1, 7, 32, b.data(), 32), 0.5f, 0.0f, c1.data(),
+               32);
+  kernels::cpu::block_gemm(5, 32, 7, 0.5f, a.data(), 7, int64_t{1}, b.data(), 32, 0.0f, c2.data(), 32);
+  CHECK(c1 == c2);
+}
 
 TEST_CASE("gemm_bf16, emulated: within fp32 accumulation of the rounded operands, and bf16 of the exact") {
   for (const Case& c : cases()) check_case(c, Bf16Path::Emulated);

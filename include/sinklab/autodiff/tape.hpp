@@ -7,8 +7,9 @@
 //
 // A tape also carries the precision of its float matrix products (kernels::Precision): fp32, or
 // bf16 operands with fp32 accumulation (autocast's bf16). The ops that multiply matrices (matmul,
-// glu_mlp) read it when they run forward and keep it for their backward; everything else —
-// norms, softmax and attention, losses, the optimizer, gradient sums — stays fp32.
+// glu_mlp, the fused attention's Q·Kᵀ and P·V) read it when they run forward and keep it for their
+// backward; everything else — norms, softmax and its statistics, losses, the optimizer, gradient
+// sums — stays fp32.
 //
 //   tape.set_precision(kernels::Precision::bf16);
 //   { autodiff::PrecisionScope fp32(tape, kernels::Precision::fp32); y = matmul(x, w); }  // this one in fp32

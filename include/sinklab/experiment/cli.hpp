@@ -58,7 +58,8 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
       ->capture_default_str();
   app.add_option("--precision", f.precision,
                  "float matrix products of every tape the runs create: fp32, or bf16 operands with fp32 sums "
-                 "(autocast; weights, norms, softmax, losses and the optimizer stay fp32)")
+                 "(autocast: the projections and the attention's products; weights, norms, softmax, losses and the "
+                 "optimizer stay fp32)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_flag("!--no-check-finite", f.check_finite,

@@ -50,6 +50,10 @@ struct AttentionOptions {
   // d_head 32–64 and T 128–1024 (more query tasks to balance, half the per-row softmax passes).
   int64_t block_q = 32;   // rows of a query block
   int64_t block_k = 128;  // keys of a key block
+  // bf16: the fused CPU kernels' products (Q·Kᵀ, P·V and the backward's dO·Vᵀ, Pᵀ·dO, dS·K, dSᵀ·Q)
+  // take bf16 operands with fp32 sums; the scores, the online normaliser and the gradients' sums
+  // stay fp32. The autodiff node sets it from its tape. Other kernels and types ignore it.
+  Precision precision = Precision::fp32;
 };
 
 // An elementwise edit y = scale ⊙ x + shift of a tensor a kernel forms on the way (the attention

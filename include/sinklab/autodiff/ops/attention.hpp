@@ -67,6 +67,14 @@ struct AttentionCall {
   Edit<T, D> gate_edit, weight_edit;
 };
 
+// The call's options with the tape's precision: under bf16 the fused kernels' products take bf16
+// operands (as matmul's do), forward and backward alike.
+template <class T, class D>
+kernels::AttentionOptions options_at(kernels::AttentionOptions o, const Tape<T, D>& tape) {
+  o.precision = tape.precision();
+  return o;
+}
+
 // q [B, H, T, d], k and v [B, H_kv, S, d], gate logits [B, gate heads, T or S, G] (undefined
 // without a gate) → o' [B, H, T, d].
 template <class Score, class Gate, class Value, class Mask, class T, class D>
@@ -80,6 +88,7 @@ Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<
                 "autodiff::attention: an intervention on the gates or the attention weights runs on the materialised "
                 "path; give the call a recorder (a probe with attention recorded)");
   SINKLAB_CHECK(Gate::enabled || !c.gate_edit.active(), "autodiff::attention: a gate intervention without a gate");
+  const kernels::AttentionOptions opt = options_at(c.options, tape);
   const Tensor<T, D> q = q_.value(), k = k_.value(), v = v_.value();
   const Tensor<T, D> g = Gate::enabled ? gate_.value() : Tensor<T, D>{};
   const Tensor<T, D> vhat = K::value_transform_forward(c.value, v, c.value_params);
@@ -98,7 +107,7 @@ Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<
     rec->transformed_value_norms = K::row_norms(vt);
     if constexpr (Gate::enabled) rec->gate_values = K::gate_values(c.gate, g, c.gate_edit);
   } else {
-    fwd = K::attention_fused_forward(c.score, c.mask, q, k, vt, c.score_params, c.options);
+    fwd = K::attention_fused_forward(c.score, c.mask, q, k, vt, c.score_params, opt);
   }
   Tensor<T, D> out = fwd.out;
   if constexpr (Call::gate_on_output) out = K::gate_forward(c.gate, fwd.out, g, c.gate_edit);
@@ -116,7 +125,7 @@ Var<T, D> attention(const AttentionCall<Score, Gate, Value, Mask, T, D>& c, Var<
     }
     auto grads = rec ? K::attention_reference_backward(c.score, c.mask, q, k, vt, c.score_params, d_core, c.options,
                                                        c.weight_edit)
-                     : K::attention_fused_backward(c.score, c.mask, q, k, vt, c.score_params, fwd, d_core, c.options);
+                     : K::attention_fused_backward(c.score, c.mask, q, k, vt, c.score_params, fwd, d_core, opt);
     Tensor<T, D> dvhat = grads.dv;
     if constexpr (Call::gate_on_values) {
       auto gg = K::gate_backward(c.gate, vhat, g, grads.dv, c.gate_edit);
@@ -166,18 +175,19 @@ Var<T, D> attention_from_projection(const AttentionCall<Score, Gate, Value, Mask
     K::rope_gather(x.data(), B, L, N, h0 * dh, n, dh, cs.data(), sn.data(), int64_t{0}, y.data());
     return y;
   };
+  const kernels::AttentionOptions opt = options_at(c.options, tape);
   const Tensor<T, D> q = rope ? rotated(0, H) : heads(x, 0, H), k = rope ? rotated(H, Hkv) : heads(x, H, Hkv);
   const Tensor<T, D> v = heads(x, H + Hkv, Hkv);
   Tensor<T, D> y = Tensor<T, D>::empty({B, L, H * dh});
   const typename K::template AttentionForward<T, D> fwd =
-      K::attention_fused_forward(c.score, c.mask, q, k, v, c.score_params, c.options, heads(y, 0, H));
+      K::attention_fused_forward(c.score, c.mask, q, k, v, c.score_params, opt, heads(y, 0, H));
 
   std::vector<Var<T, D>> inputs{qkv};
   inputs.insert(inputs.end(), c.score_vars.begin(), c.score_vars.end());
   const int64_t d = dh;
   return tape.record(y, inputs, [=](Tape<T, D>& t, const Tensor<T, D>& g) {
     auto grads =
-        K::attention_fused_backward(c.score, c.mask, q, k, v, c.score_params, fwd, heads(g.contiguous(), 0, H), c.options);
+        K::attention_fused_backward(c.score, c.mask, q, k, v, c.score_params, fwd, heads(g.contiguous(), 0, H), opt);
     Tensor<T, D> gx = Tensor<T, D>::empty({B, L, N});
     K::heads_grad_to_projection(grads.dq.data(), grads.dk.data(), grads.dv.data(), B, L, H, Hkv, d,
                              rope ? cs.data() : nullptr, rope ? sn.data() : nullptr, gx.data());

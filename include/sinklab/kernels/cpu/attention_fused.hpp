@@ -36,8 +36,9 @@
 
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/kernels/cpu/attention_common.hpp"
-#include "sinklab/kernels/cpu/block_gemm.hpp"
+#include "sinklab/kernels/cpu/block_products.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
+#include "sinklab/kernels/cpu/gemm_bf16.hpp"
 
 namespace sinklab::kernels::cpu {
 
@@ -60,6 +61,13 @@ inline bool use_block_gemm(int64_t d, int64_t Bk) {
   return block_gemm_fits<T>(d) && block_gemm_fits<T>(Bk);
 }
 inline int64_t round_up(int64_t n, int64_t w) { return (n + w - 1) / w * w; }
+
+// Slots of the block products' operands (block_products.hpp): one for each operand that one
+// product reads at a time, three per key block for those kept across query blocks.
+namespace slot {
+enum : int64_t { queries, probs, dout, dout_b, queries_b, probs_t, dscores, dscores_t, per_block };
+inline int64_t block(int64_t key_block, int64_t kind) { return per_block + 3 * key_block + kind; }
+}  // namespace slot
 
 // With whole-vector rows (blocked), a row's masked keys [ne, ne rounded up to a vector) are set
 // to −inf, so the softmax loops run on whole vectors (exp gives 0 there) instead of a scalar
@@ -99,6 +107,7 @@ void softmax_forward_transposed(const Score& score, const typename Score::templa
   const int64_t d = dm.d, nqb = (dm.T + Bq - 1) / Bq, R = round_up(Bq, W);
   parallel_for(0, dm.B * dm.H * nqb, 1, [&](int64_t lo, int64_t hi) {
     Scratch<T> qtbuf(d * R), stbuf(Bk * R), mbuf(R), lbuf(R), abuf(R), ebuf(R);
+    BlockProducts<T> ops(opt.precision);
     T *qt = qtbuf.data(), *st = stbuf.data(), *m = mbuf.data(), *l = lbuf.data(), *alpha = abuf.data(),
       *endf = ebuf.data();
     for (int64_t task = lo; task < hi; ++task) {
@@ -122,11 +131,18 @@ void softmax_forward_transposed(const Score& score, const typename Score::templa
       const int64_t ldq = q.ld, ldk = k.ld, ldv = v.ld, ldo = out.ld;
       transpose_rows(Q, ldq, rows, d, qt, rv);
       for (int64_t c = 0; c < d; ++c) std::fill(qt + c * rv + rows, qt + (c + 1) * rv, T(0));
+      const int64_t kv_head = b * dm.Hkv + hk;  // tags its keys' and values' blocks (packed once under bf16)
+      const BlockB<T> qtb = ops.b(slot::queries, -1, d, rv, qt, rv);
       if (kend == 0)  // no visible key: zero output
         for (int64_t r = 0; r < rows; ++r) std::fill(O + r * ldo, O + r * ldo + d, T(0));
       for (int64_t j0 = 0; j0 < kend; j0 += Bk) {
         const int64_t cols = std::min(Bk, kend - j0);
-        block_gemm(cols, rv, d, scale, K + j0 * ldk, ldk, int64_t{1}, qt, rv, T(0), st, rv);  // Sᵀ
+        // The block's keys are packed whole (under bf16: rows of Sᵀ, each on its own), so the query
+        // blocks that see part of it read the same packing; its values only as far as this query
+        // block sees (a product sums over them: keys it must not see, e.g. padding, never enter).
+        const int64_t jb = j0 / Bk, whole = std::min(Bk, dm.S - j0);
+        ops.product(cols, rv, ops.a(slot::block(jb, 0), kv_head, whole, d, K + j0 * ldk, ldk, int64_t{1}), qtb, scale,
+                    T(0), st, rv);  // Sᵀ
         transform_logits(score, st, cols * rv);
         const bool masked = j0 + cols > kmin;  // some row sees only part of this block
         for (int64_t r = 0; r < rv; r += W) {
@@ -158,7 +174,9 @@ void softmax_forward_transposed(const Score& score, const typename Score::templa
         if (j0 > 0)
           for (int64_t r = 0; r < rows; ++r)
             if (alpha[r] != T(1)) simd::apply(O + r * ldo, O + r * ldo, d, [ar = alpha[r]](auto x) { return x * decltype(x)(ar); });
-        block_gemm(rows, d, cols, T(1), st, int64_t{1}, rv, Vv + j0 * ldv, ldv, j0 > 0 ? T(1) : T(0), O, ldo);
+        ops.product(rows, d, ops.a(slot::probs, -1, rows, cols, st, int64_t{1}, rv),
+                    ops.b(slot::block(jb, 1), kv_head, cols, d, Vv + j0 * ldv, ldv), T(1), j0 > 0 ? T(1) : T(0), O,
+                    ldo);
       }
       T* lse = lse_all + bh * dm.T + i0;
       for (int64_t r = 0; r < rows; ++r) finish_row(score::OnlineRow<T>{m[r], l[r]}, O + r * ldo, d, lse[r]);
@@ -222,6 +240,7 @@ AttentionForward<T, Dev> attention_fused_forward(const Score& score, const Mask&
     T* m = mbuf.data();
     T* l = lbuf.data();
     int64_t kt_head = -1, kt_rows = 0;  // kt holds Kᵀ of keys [0, kt_rows) of kv head kt_head
+    BlockProducts<T> ops(opt.precision);
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t qb = task % nqb, bh = task / nqb, b = bh / dm.H, h = bh % dm.H, hk = h / dm.group();
       const int64_t i0 = qb * Bq, rows = std::min(Bq, dm.T - i0);
@@ -243,21 +262,27 @@ AttentionForward<T, Dev> attention_fused_forward(const Score& score, const Mask&
           kt_rows = kend;
         }
       }
+      const int64_t kv_head = b * dm.Hkv + hk;  // tags its keys' and values' blocks (packed once under bf16)
+      const BlockA<T> qa = blocked ? ops.a(detail::slot::queries, task, rows, d, Q, ldq, int64_t{1}) : BlockA<T>{};
       auto logits = [&](int64_t j0, int64_t cols) {
         // Whole vectors: the columns past `cols` get don't-care values that are never read.
-        if (blocked)
-          block_gemm(rows, detail::round_up(cols, simd_width<T>()), d, scale, Q, ldq, int64_t{1}, kt + j0, ldt, T(0), sb,
-                     Bk);
-        else
-          gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, ldq, K + j0 * ldk, ldk, T(0), sb, Bk);
+        if (blocked) {
+          // Kᵀ grows with the query blocks: a key block's packing is kept once the block is whole.
+          const int64_t n = detail::round_up(cols, simd_width<T>());
+          ops.product(rows, n, qa,
+                      ops.b(detail::slot::block(j0 / Bk, 0), cols == Bk ? kv_head : -1, d, n, kt + j0, ldt), scale,
+                      T(0), sb, Bk);
+        } else
+          gemm_at(opt.precision, Trans::N, Trans::T, rows, cols, d, scale, Q, ldq, K + j0 * ldk, ldk, T(0), sb, Bk);
         if constexpr (score::HasLogitsTransform<Score>)
           for (int64_t r = 0; r < rows; ++r) detail::transform_logits(score, sb + r * Bk, cols);
       };
       auto aggregate = [&](int64_t j0, int64_t cols) {
         if (blocked)
-          block_gemm(rows, d, cols, T(1), sb, Bk, int64_t{1}, V + j0 * ldv, ldv, T(1), O, ldo);
+          ops.product(rows, d, ops.a(detail::slot::probs, -1, rows, cols, sb, Bk, int64_t{1}),
+                      ops.b(detail::slot::block(j0 / Bk, 1), kv_head, cols, d, V + j0 * ldv, ldv), T(1), T(1), O, ldo);
         else
-          gemm(Trans::N, Trans::N, rows, d, cols, T(1), sb, Bk, V + j0 * ldv, ldv, T(1), O, ldo);
+          gemm_at(opt.precision, Trans::N, Trans::N, rows, d, cols, T(1), sb, Bk, V + j0 * ldv, ldv, T(1), O, ldo);
       };
 
       if constexpr (normalised) {
@@ -399,6 +424,7 @@ AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const
     T* db = dbuf.data();
     T* tg = tgbuf.data();  // d(transformed logit)/d(logit) of the block, with a logits transform
     T* D = Dbuf.data();
+    BlockProducts<T> ops(opt.precision);
     for (int64_t bk = lo; bk < hi; ++bk) {
       const int64_t b = bk / dm.Hkv, hk = bk % dm.Hkv;
       const int64_t kvlen = detail::kv_length(opt, b, dm.S);
@@ -434,11 +460,24 @@ AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const
           if (dor.ld != d) dO = detail::copy_rows(dO, dor.ld, rows, d, dobuf.data());
           const T* lse = normalised ? lse_all.data() + bh * dm.T + i0 : nullptr;
           constexpr int64_t W = simd_width<T>();
+          // This query block's operands, packed once under bf16 for all its key blocks; the key
+          // blocks' Kᵀ, Vᵀ and K are tagged with the task.
+          const int64_t qtag = bh * dm.T + i0;
+          auto whole = [&](int64_t j0) { return detail::round_up(std::min(Bk, dm.S - j0), W); };  // Kᵀ, Vᵀ columns
+          BlockA<T> qa, doa;
+          BlockB<T> dob, qb;
+          if (blocked) {
+            qa = ops.a(detail::slot::queries, qtag, rows, d, Q, d, int64_t{1});
+            doa = ops.a(detail::slot::dout, qtag, rows, d, dO, d, int64_t{1});
+            dob = ops.b(detail::slot::dout_b, qtag, rows, d, dO, d);
+            qb = ops.b(detail::slot::queries_b, qtag, rows, d, Q, d);
+          }
           auto logits = [&](int64_t j0, int64_t cols) {
-            if (blocked)
-              block_gemm(rows, detail::round_up(cols, W), d, scale, Q, d, int64_t{1}, kt + j0, ldt, T(0), sb, Bk);
+            if (blocked)  // Kᵀ, Vᵀ of a key block packed whole (its columns are independent), for every query block
+              ops.product(rows, detail::round_up(cols, W), qa,
+                          ops.b(detail::slot::block(j0 / Bk, 0), bk, d, whole(j0), kt + j0, ldt), scale, T(0), sb, Bk);
             else
-              gemm(Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
+              gemm_at(opt.precision, Trans::N, Trans::T, rows, cols, d, scale, Q, d, K + j0 * d, d, T(0), sb, Bk);
             if constexpr (transformed)
               for (int64_t r = 0; r < rows; ++r) {
                 T* sr = sb + r * Bk;
@@ -448,9 +487,10 @@ AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const
           };
           auto value_grads = [&](int64_t j0, int64_t cols) {  // db = dA = dO·Vᵀ
             if (blocked)
-              block_gemm(rows, detail::round_up(cols, W), d, T(1), dO, d, int64_t{1}, vt + j0, ldt, T(0), db, Bk);
+              ops.product(rows, detail::round_up(cols, W), doa,
+                          ops.b(detail::slot::block(j0 / Bk, 1), bk, d, whole(j0), vt + j0, ldt), T(1), T(0), db, Bk);
             else
-              gemm(Trans::N, Trans::T, rows, cols, d, T(1), dO, d, V + j0 * d, d, T(0), db, Bk);
+              gemm_at(opt.precision, Trans::N, Trans::T, rows, cols, d, T(1), dO, d, V + j0 * d, d, T(0), db, Bk);
           };
 
           if constexpr (normalised) {
@@ -530,13 +570,16 @@ AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const
               }
             }
             if (blocked) {  // Pᵀ and dSᵀ are read in place through A's strides
-              block_gemm(cols, d, rows, T(1), sb, int64_t{1}, Bk, dO, d, T(1), dV + j0 * d, d);
-              block_gemm(rows, d, cols, scale, db, Bk, int64_t{1}, K + j0 * d, d, T(1), dQ, d);
-              block_gemm(cols, d, rows, scale, db, int64_t{1}, Bk, Q, d, T(1), dK + j0 * d, d);
+              ops.product(cols, d, ops.a(detail::slot::probs_t, -1, cols, rows, sb, int64_t{1}, Bk), dob, T(1), T(1),
+                          dV + j0 * d, d);
+              ops.product(rows, d, ops.a(detail::slot::dscores, -1, rows, cols, db, Bk, int64_t{1}),
+                          ops.b(detail::slot::block(j0 / Bk, 2), bk, cols, d, K + j0 * d, d), scale, T(1), dQ, d);
+              ops.product(cols, d, ops.a(detail::slot::dscores_t, -1, cols, rows, db, int64_t{1}, Bk), qb, scale, T(1),
+                          dK + j0 * d, d);
             } else {
-              gemm(Trans::T, Trans::N, cols, d, rows, T(1), sb, Bk, dO, d, T(1), dV + j0 * d, d);
-              gemm(Trans::N, Trans::N, rows, d, cols, scale, db, Bk, K + j0 * d, d, T(1), dQ, d);
-              gemm(Trans::T, Trans::N, cols, d, rows, scale, db, Bk, Q, d, T(1), dK + j0 * d, d);
+              gemm_at(opt.precision, Trans::T, Trans::N, cols, d, rows, T(1), sb, Bk, dO, d, T(1), dV + j0 * d, d);
+              gemm_at(opt.precision, Trans::N, Trans::N, rows, d, cols, scale, db, Bk, K + j0 * d, d, T(1), dQ, d);
+              gemm_at(opt.precision, Trans::T, Trans::N, cols, d, rows, scale, db, Bk, Q, d, T(1), dK + j0 * d, d);
             }
           }
         }
