@@ -1,7 +1,8 @@
 // Attention kernels: forward+backward time of every score policy relative to plain softmax in
-// the same run, fused vs materialised, at d_head 64 and T ∈ {128, 512, 2048} (causal, float);
-// bytes allocated by each path vs T; and the block inner product as a small GEMM vs an xsimd
-// dot loop. Usage: attention [--quick] [--threads N] [--device cpu|cuda] [--no-torch] [--python PATH]
+// the same run, fused vs materialised and fused with bf16 products vs fp32 ones, at d_head 64
+// (--d-head) and T ∈ {128, 512, 2048} (causal, float); bytes allocated by each path vs T; and the
+// block inner product as a small GEMM vs an xsimd dot loop.
+// Usage: attention [--quick] [--threads N] [--d-head N] [--device cpu|cuda] [--no-torch] [--python PATH]
 //                  [--torch-script PATH]
 //
 // --device cuda times the CUDA kernels instead (bench/attention_cuda.cu; needs a build with the
@@ -11,6 +12,7 @@
 // float32 kernel and FlashAttention-2 in bf16) when the Python given by --python imports torch.
 #include "bench_common.hpp"
 #include "sinklab/kernels/cpu/attention.hpp"
+#include "sinklab/kernels/cpu/isa.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -61,12 +63,14 @@ Inputs make_inputs(int64_t B, int64_t H, int64_t T, int64_t d) {
 }
 
 template <class Score>
-void fwd_bwd(const Score& score, const Inputs& x, bool fused) {
+void fwd_bwd(const Score& score, const Inputs& x, bool fused, kernels::Precision precision = kernels::Precision::fp32) {
   const auto params = score.template make_params<float>(x.q.size(1));
   const mask::Causal causal;
   if (fused) {
-    auto f = attention_fused_forward(score, causal, x.q, x.k, x.v, params);
-    auto g = attention_fused_backward(score, causal, x.q, x.k, x.v, params, f, x.dout);
+    AttentionOptions opt;
+    opt.precision = precision;
+    auto f = attention_fused_forward(score, causal, x.q, x.k, x.v, params, opt);
+    auto g = attention_fused_backward(score, causal, x.q, x.k, x.v, params, f, x.dout, opt);
   } else {
     auto f = attention_reference_forward(score, causal, x.q, x.k, x.v, params);
     auto g = attention_reference_backward(score, causal, x.q, x.k, x.v, params, x.dout);
@@ -163,6 +167,7 @@ int cuda_main(bool quick, bool torch, const std::string& python, const std::stri
 
 static int bench_main(int argc, char** argv) {
   bool quick = false, torch = true;
+  int64_t d = 64;
   std::string device = "cpu", python = std::getenv("SINKLAB_PYTHON") ? std::getenv("SINKLAB_PYTHON") : "python3";
 #if defined(SINKLAB_BENCH_CUDA)
   std::string torch_script = SINKLAB_BENCH_SOURCE_DIR "/attention_torch.py";
@@ -180,10 +185,14 @@ static int bench_main(int argc, char** argv) {
       torch_script = argv[++i];
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
       device = argv[++i];
+    else if (!std::strcmp(argv[i], "--d-head") && i + 1 < argc)
+      d = sinklab::bench::positive_int("--d-head", argv[++i]);
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       set_num_threads(sinklab::bench::positive_int("--threads", argv[++i]));
     else
-      throw std::invalid_argument(std::string("unknown flag '") + argv[i] + "'; usage: attention [--quick] [--threads N] [--device cpu|cuda] [--no-torch] [--python PATH (default python3)] "
+      throw std::invalid_argument(std::string("unknown flag '") + argv[i] +
+                                  "'; usage: attention [--quick] [--threads N] [--d-head N (default 64)] [--device "
+                                  "cpu|cuda] [--no-torch] [--python PATH (default python3)] "
                                   "[--torch-script PATH (default bench/attention_torch.py)]");
   }
   if (device == "cuda") {
@@ -194,7 +203,7 @@ static int bench_main(int argc, char** argv) {
 #endif
   }
   if (device != "cpu") throw std::invalid_argument("--device '" + device + "': expected cpu or cuda");
-  const int64_t B = 1, H = 4, d = 64;
+  const int64_t B = 1, H = 4;
   const std::vector<int64_t> Ts = quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{128, 512, 2048};
   const double budget = quick ? 0.05 : 0.4;
   std::printf("attention fwd+bwd, causal, float, B=%lld H=%lld d_head=%lld, threads=%d, load average %.2f\n",
@@ -202,15 +211,16 @@ static int bench_main(int argc, char** argv) {
 
   struct Row {
     std::string name;
-    std::vector<double> fused, mat;
+    std::vector<double> fused, mat, bf16;
   };
   std::vector<Row> rows;
   auto bench_score = [&](const char* name, const auto& score) {
-    Row r{name, {}, {}};
+    Row r{name, {}, {}, {}};
     for (int64_t T : Ts) {
       const Inputs x = make_inputs(B, H, T, d);
       r.fused.push_back(median_seconds([&] { fwd_bwd(score, x, true); }, budget));
       r.mat.push_back(median_seconds([&] { fwd_bwd(score, x, false); }, budget));
+      r.bf16.push_back(median_seconds([&] { fwd_bwd(score, x, true, kernels::Precision::bf16); }, budget));
     }
     rows.push_back(r);
   };
@@ -225,12 +235,16 @@ static int bench_main(int argc, char** argv) {
   bench_score("n^-1 identity", score::Pointwise<score::fn::Identity>{});
   bench_score("polynomial s^3/sqrt n", score::Polynomial{});
 
-  std::printf("\n| score | T | fused ms | fused / softmax fused | materialised ms | materialised / fused |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  std::printf("\nbf16 columns: the fused kernels' products in bf16 (%s)\n", kernel_isa().summary().c_str());
+  std::printf(
+      "\n| score | T | fused ms | fused / softmax fused | materialised ms | materialised / fused | fused bf16 ms | "
+      "fused / fused bf16 |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (std::size_t t = 0; t < Ts.size(); ++t)
     for (const Row& r : rows)
-      std::printf("| %s | %lld | %.2f | %.2f | %.2f | %.2f |\n", r.name.c_str(), (long long)Ts[t], 1e3 * r.fused[t],
-                  r.fused[t] / rows[0].fused[t], 1e3 * r.mat[t], r.mat[t] / r.fused[t]);
+      std::printf("| %s | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.name.c_str(), (long long)Ts[t],
+                  1e3 * r.fused[t], r.fused[t] / rows[0].fused[t], 1e3 * r.mat[t], r.mat[t] / r.fused[t],
+                  1e3 * r.bf16[t], r.fused[t] / r.bf16[t]);
 
   std::printf("\nbytes allocated by one fwd+bwd (outputs + peak scratch), softmax\n");
   std::printf(
@@ -242,7 +256,7 @@ static int bench_main(int argc, char** argv) {
                 m / 1048576.0, (long long)(m / T));
   }
 
-  // The inner product of a 64×64 block pair with d = 64: one small GEMM vs 4096 xsimd dots.
+  // The inner product of a 64×64 block pair over d: one small GEMM vs 4096 xsimd dots.
   // Single-threaded, as inside the kernels (their GEMMs run within a parallel region).
   {
     const int threads = num_threads();
@@ -266,8 +280,8 @@ static int bench_main(int argc, char** argv) {
                 c[i * n + j] = simd::dot(a.data() + i * d, b.data() + j * d, d);
         },
         budget);
-    std::printf("\nblock logits 64x64x64: GEMM %.2f us, xsimd dot loop %.2f us (loop / GEMM = %.2f)\n", 1e6 * tg / reps,
-                1e6 * tl / reps, tl / tg);
+    std::printf("\nblock logits 64x64x%lld: GEMM %.2f us, xsimd dot loop %.2f us (loop / GEMM = %.2f)\n", (long long)d,
+                1e6 * tg / reps, 1e6 * tl / reps, tl / tg);
     set_num_threads(threads);
   }
   std::printf("load average at the end %.2f\n", load_average());
