@@ -28,6 +28,10 @@
 // and q, dout once per query block. The forward writes its output into `out_into` when given
 // (e.g. a [B, T, H·d] buffer viewed as [B, H, T, d]; not overlapping itself or the inputs, and
 // unchanged until the backward, which reads it as fwd.out); dq, dk, dv are always head-major.
+//
+// Every block product goes through BlockProducts (block_products.hpp): fp32 block_gemm on the
+// operands as stored, or, under AttentionOptions::precision = bf16, bf16 operands packed once per
+// key block or query block with fp32 sums; the score math above is fp32 either way.
 #pragma once
 #include <algorithm>
 #include <cmath>
