@@ -40,6 +40,7 @@
 
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/kernels/cpu/attention_common.hpp"
+#include "sinklab/kernels/cpu/block_gemm.hpp"
 #include "sinklab/kernels/cpu/block_products.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
 #include "sinklab/kernels/cpu/gemm_bf16.hpp"

@@ -60,7 +60,6 @@ class BlockProducts {
       : bf16_(std::is_same_v<T, float> && precision == Precision::bf16) {
     if (bf16_) path_ = resolve(path);
   }
-  bool bf16() const { return bf16_; }
 
   BlockA<T> a(int64_t slot, int64_t tag, int64_t M, int64_t K, const T* A, int64_t sai, int64_t sak) {
     if constexpr (std::is_same_v<T, float>)
