@@ -1,11 +1,13 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cfenv>
 #include <cmath>
 #include <limits>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
+#include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
 #include "sinklab/quant/int8_weight.hpp"
 #include "sinklab/quant/minmax_observer.hpp"
@@ -68,6 +70,71 @@ TEST_CASE_TEMPLATE("UniformQuantizer::quantize_row: the codes quantize() gives, 
   REQUIRE(std::fesetround(FE_UPWARD) == 0);
   CHECK_THROWS_WITH_AS(q.quantize_row(x.data(), 4, sc.data()), doctest::Contains("rounding mode"), Error);
   std::fesetround(FE_TONEAREST);
+}
+
+TEST_CASE_TEMPLATE("fake_quantize and fake_quantize_mse: fake() element by element, in any rounding mode", T, float,
+                   double) {
+  Rng rng(11);
+  const UniformQuantizer q = UniformQuantizer::asymmetric(-1.3, 2.1, 8);
+  // Chunks of 512 and 8 lanes: sizes on both sides of their edges; ties, clamps and infinities.
+  std::vector<T> all;
+  for (int i = 0; i < 1500; ++i) all.push_back(static_cast<T>(rng.normal() * 1.5));
+  for (int c = -40; c < 300; ++c)
+    all.push_back(static_cast<T>((c - q.zero_point + 0.5) * static_cast<double>(q.scale)));
+  all.push_back(std::numeric_limits<T>::infinity());
+  all.push_back(-std::numeric_limits<T>::infinity());
+  for (const int mode : {FE_TONEAREST, FE_UPWARD}) {
+    REQUIRE(std::fesetround(mode) == 0);
+    for (const std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(9), std::size_t(512), std::size_t(513),
+                                std::size_t(1031), all.size()}) {
+      CAPTURE(mode);
+      CAPTURE(n);
+      const std::vector<T> x(all.end() - static_cast<std::ptrdiff_t>(n), all.end());
+      const Tensor<T> t = Tensor<T>::from({static_cast<int64_t>(n)}, x);
+      const std::vector<T> f = fake_quantize(t, q).to_vector();
+      int wrong = 0;
+      double sum = 0;  // in element order: fake_quantize_mse sums in 8 lanes, so close, not equal
+      for (std::size_t j = 0; j < n; ++j) {
+        const T ref = static_cast<T>(q.fake(static_cast<double>(x[j])));
+        wrong += f[j] != ref;
+        const double e = static_cast<double>(x[j]) - static_cast<double>(ref);
+        sum += e * e;
+      }
+      CHECK(wrong == 0);
+      const double mse = fake_quantize_mse(t, q), ref = sum / static_cast<double>(n);
+      if (std::isinf(ref)) {
+        CHECK(std::isinf(mse));
+      } else {
+        CHECK(std::abs(mse - ref) <= 1e-13 * ref);
+      }
+    }
+  }
+  std::fesetround(FE_TONEAREST);
+}
+
+TEST_CASE("INT8 weights: the MSE range search chooses the same range on any thread count") {
+  Rng rng(5);
+  auto W = rng.normal<float>({96, 130}, 0.f, 0.05f);
+  W(5, 9) = 1.2f;
+  const int threads = num_threads();
+  set_num_threads(1);
+  const auto one = quantize_weight_mse(W, 8, 100);
+  set_num_threads(std::max(threads, 3));
+  const auto many = quantize_weight_mse(W, 8, 100);
+  set_num_threads(threads);
+  CHECK(one.mse == many.mse);  // bit for bit
+  CHECK(one.clip_ratio == many.clip_ratio);
+  CHECK(one.quantizer.scale == many.quantizer.scale);
+  CHECK(one.values.to_vector() == many.values.to_vector());
+  // The argmin, first of equals in the order k = 100, 99, …, 1.
+  double best = INFINITY;
+  int best_k = 0;
+  for (int k = 100; k >= 1; --k) {
+    const double e = fake_quantize_mse(W, UniformQuantizer::symmetric(k / 100.0 * 1.2, 8));
+    if (e < best) best = e, best_k = k;
+  }
+  CHECK(one.clip_ratio == best_k / 100.0);
+  CHECK(one.mse == best);
 }
 
 TEST_CASE("UniformQuantizer: symmetric narrow range and asymmetric with an exact zero") {

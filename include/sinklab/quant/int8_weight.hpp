@@ -4,7 +4,9 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
+#include "sinklab/core/parallel.hpp"
 #include "sinklab/quant/uniform.hpp"
 
 namespace sinklab::quant {
@@ -24,20 +26,26 @@ QuantizedWeight<T> quantize_weight_mse(const Tensor<T>& W, int bits = 8, int can
   double lo, hi;
   detail::absmax_and_range(fn, W, lo, hi);
   const double absmax = std::max(std::abs(lo), std::abs(hi));
+  auto clip_ratio = [candidates](int i) { return static_cast<double>(candidates - i) / candidates; };  // i = 0: 1
+  // Candidates are independent: their errors are computed in parallel, each in
+  // fake_quantize_mse's fixed order, and compared in the order above, so the choice does not
+  // depend on the thread count. All candidates are one range when max|W| = 0.
+  const int n = absmax == 0 ? 1 : candidates;
+  auto quantizer = [&](int i) { return UniformQuantizer::symmetric(clip_ratio(i) * absmax, bits); };
+  std::vector<double> mse(static_cast<std::size_t>(n));
+  const Tensor<T> w = W.contiguous();
+  parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) mse[i] = fake_quantize_mse(w, quantizer(static_cast<int>(i)));
+  });
   QuantizedWeight<T> best;
   best.mse = INFINITY;
-  for (int k = candidates; k >= 1; --k) {
-    const double ratio = static_cast<double>(k) / candidates;
-    const UniformQuantizer q = UniformQuantizer::symmetric(ratio * absmax, bits);
-    const double mse = fake_quantize_mse(W, q);
-    if (mse < best.mse) {
-      best.mse = mse;
-      best.quantizer = q;
-      best.clip_ratio = ratio;
+  for (int i = 0; i < n; ++i)
+    if (mse[i] < best.mse) {
+      best.mse = mse[i];
+      best.quantizer = quantizer(i);
+      best.clip_ratio = clip_ratio(i);
     }
-    if (absmax == 0) break;  // every candidate is the same
-  }
-  best.values = fake_quantize(W, best.quantizer);
+  best.values = fake_quantize(w, best.quantizer);
   return best;
 }
 
