@@ -7,14 +7,21 @@
 //          MSE-searched per-tensor scale, uint8 inputs with static per-tensor ranges calibrated on
 //          `--calibration` batches, int32 sums (AVX512-VNNI where the CPU has it)
 //
-// The attention core, norms, RoPE and the residual stream stay fp32 in all three, so the ratios
-// say what the projections' arithmetic buys a whole forward pass. Each mode runs `warmup` untimed
-// passes and `steps` timed ones per round; rounds rotate the modes so machine load hits each alike;
-// a mode's time is the median over rounds of the per-round medians. The same batch's loss under
-// each mode (and under fake W8A8, the reference the integer path must match) is printed as a check.
+// The attention's products follow the tape's precision: fp32 in the fp32 pass, bf16 in the other
+// two (the fused attention's bf16 products); its softmax, the norms, RoPE and the residual stream
+// are fp32 in all three. So bf16 and int8 differ only in the projections, and int8/bf16 is what
+// the integer projections buy a whole forward pass. Each mode runs `warmup` untimed passes and
+// `steps` timed ones per round; rounds rotate the modes so machine load hits each alike; a mode's
+// time is the median over rounds of the per-round medians. The same batch's loss is printed under
+// each mode as a check, and twice more for the integer path: under fake W8A8 and with the integer
+// projections but fp32 attention products — those two share every code and may differ only by
+// fp32 rounding.
 //
 //   inference [--config small|large|xl|all] [--threads 2] [--steps 10] [--warmup 3] [--rounds 3]
-//             [--calibration 4] [--smoothquant]
+//             [--calibration 4] [--smoothquant] [--profile]
+//
+// --profile adds each mode's forward pass by op and by section (autodiff::profile), `steps`
+// passes each, after the timed rounds.
 //
 // xl (d 512, 8 heads, 6 layers, SwiGLU hidden glu_hidden(512), T 256, batch 8) is larger than the
 // training benchmark's configs: at d 128–256 a projection's GEMM is small next to the work
@@ -29,6 +36,7 @@
 #include "bench_common.hpp"
 #include "decoder.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/autodiff/profile.hpp"
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/kernels/cpu/isa.hpp"
@@ -49,13 +57,15 @@ struct Args {
   int rounds = 3;
   int calibration = 4;
   bool smoothquant = false;
+  bool profile = false;
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--config small|large|xl|all] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
-               "          [--calibration N] [--smoothquant]\n"
-               "defaults: --config all --threads 2 --steps 10 --warmup 3 --rounds 3 --calibration 4, no SmoothQuant\n",
+               "          [--calibration N] [--smoothquant] [--profile]\n"
+               "defaults: --config all --threads 2 --steps 10 --warmup 3 --rounds 3 --calibration 4, no SmoothQuant,\n"
+               "          no profile\n",
                argv0);
   std::exit(2);
 }
@@ -77,6 +87,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--rounds" && has_value) a.rounds = bench::positive_int("--rounds", argv[++i]);
     else if (k == "--calibration" && has_value) a.calibration = bench::positive_int("--calibration", argv[++i]);
     else if (k == "--smoothquant") a.smoothquant = true;
+    else if (k == "--profile") a.profile = true;
     else usage(argv[0]);
   }
   return a;
@@ -131,20 +142,24 @@ int bench_main(int argc, char** argv) {
     autodiff::Tape<float> tape;
     auto forward = [&](Mode m) {
       tape.clear();
-      tape.set_precision(m == kBf16 ? kernels::Precision::bf16 : kernels::Precision::fp32);
+      tape.set_precision(m == kFp32 ? kernels::Precision::fp32 : kernels::Precision::bf16);
       return model.logits(tape, d.batch.x).value();
     };
     // fp32 and bf16 run the float weights; int8 runs the quantized model.
-    double loss[kModes + 1];
+    double loss[kModes], fake_loss, int8_fp32_loss;  // the last two: the integer path's check
     loss[kFp32] = batch_loss(forward(kFp32), d.batch.y);
     loss[kBf16] = batch_loss(forward(kBf16), d.batch.y);
+    const double q0 = bench::now_seconds();
     q.quantize_weights();
+    std::printf("  %s: quantize_weights %.2f s (%lld parameters in the model)\n", s.name.c_str(),
+                bench::now_seconds() - q0, static_cast<long long>(d.elements()));
     {
       auto fake = q.activation_scope();
-      loss[kModes] = batch_loss(forward(kFp32), d.batch.y);
+      fake_loss = batch_loss(forward(kFp32), d.batch.y);
     }
     {
       auto integer = q.integer_scope();
+      int8_fp32_loss = batch_loss(forward(kFp32), d.batch.y);
       loss[kInt8] = batch_loss(forward(kInt8), d.batch.y);
     }
 
@@ -173,18 +188,43 @@ int bench_main(int argc, char** argv) {
                     1e3 * per_round[m].back(), bench::load_average().c_str());
       }
     }
+    if (a.profile) {
+      for (int k = 0; k < kModes; ++k) {
+        const Mode m = static_cast<Mode>(k);
+        autodiff::profile::Profiler prof;
+        auto passes = [&] {
+          autodiff::profile::Session on(prof);
+          for (int i = 0; i < a.steps; ++i) {
+            prof.mark();
+            forward(m);
+          }
+        };
+        if (m == kInt8) {
+          auto integer = q.integer_scope();
+          passes();
+        } else {
+          passes();
+        }
+        std::printf("\nprofile of the %s pass, %s config (%d passes, ms per pass)\n", kModeName[m], s.name.c_str(),
+                    a.steps);
+        prof.print(stdout, a.steps);
+      }
+    }
     q.restore();
     double tps[kModes];
     for (int m = 0; m < kModes; ++m) tps[m] = static_cast<double>(tokens) / bench::median_of(per_round[m]);
     char row[512];
-    std::snprintf(row, sizeof row, "| %s | %lld | %.0f | %.0f | %.0f | %.2f | %.2f | %.4f / %.4f / %.4f / %.4f |\n",
-                  s.name.c_str(), static_cast<long long>(tokens), tps[kFp32], tps[kBf16], tps[kInt8],
-                  tps[kInt8] / tps[kBf16], tps[kInt8] / tps[kFp32], loss[kFp32], loss[kBf16], loss[kModes], loss[kInt8]);
+    std::snprintf(
+        row, sizeof row, "| %s | %lld | %.0f | %.0f | %.0f | %.2f | %.2f | %.4f / %.4f / %.4f / %.4f / %.4f |\n",
+        s.name.c_str(), static_cast<long long>(tokens), tps[kFp32], tps[kBf16], tps[kInt8], tps[kInt8] / tps[kBf16],
+        tps[kInt8] / tps[kFp32], loss[kFp32], loss[kBf16], fake_loss, int8_fp32_loss, loss[kInt8]);
     table += row;
   }
-  std::printf("\n| config | tokens | fp32 tok/s | bf16 tok/s | int8 tok/s | int8/bf16 | int8/fp32 | loss fp32 / bf16 / W8A8 fake / int8 |\n"
-              "|---|---|---|---|---|---|---|---|\n%s",
-              table.c_str());
+  std::printf(
+      "\n| config | tokens | fp32 tok/s | bf16 tok/s | int8 tok/s | int8/bf16 | int8/fp32 | loss fp32 / bf16 / W8A8 "
+      "fake / int8 fp32 attn. / int8 |\n"
+      "|---|---|---|---|---|---|---|---|\n%s",
+      table.c_str());
   std::printf("load average at the end: %s\n", bench::load_average().c_str());
   return 0;
 }
