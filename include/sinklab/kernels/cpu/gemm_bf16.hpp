@@ -74,9 +74,11 @@ inline float at(const float* X, int64_t ld, bool trans, int64_t r, int64_t k) {
 SINKLAB_TARGET_BF16 inline __m512i bf16x32(const float* x) {
   return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
 }
-// 16 floats of each of two rows → 16 bf16 pairs (x0[j], x1[j]), one 32-bit word per j.
-SINKLAB_TARGET_BF16 inline __m512i bf16_pairs16(const float* x0, const float* x1) {
-  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x1), _mm512_loadu_ps(x0));  // x0 low, x1 high
+// 16 floats of each of two rows → 16 bf16 pairs (x0[j], x1[j]), one 32-bit word per j; the lanes
+// j not in `live` are not read and give zero words.
+SINKLAB_TARGET_BF16 inline __m512i bf16_pairs16(const float* x0, const float* x1, __mmask16 live = 0xFFFF) {
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(live, x1),
+                                                    _mm512_maskz_loadu_ps(live, x0));  // x0 low, x1 high
   const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                               21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(interleave, both);
@@ -141,32 +143,30 @@ SINKLAB_TARGET_BF16 inline void pack_a_native(bool ta, const float* A, int64_t l
   }
   // op(A)[i, k] = A[k·lda + i]: two rows of A give the pairs of 16 rows of op(A), one vector of
   // words per pair; 16 pairs × 16 rows of words are transposed in registers into rows of Ap
-  // (storing the words one by one cost as much as the product in the attention's Pᵀ·dO).
-  const int64_t m16 = m / 16 * 16, p16 = kc / 2 / 16 * 16;
+  // (storing the words one by one cost as much as the product in the attention's Pᵀ·dO). A last
+  // group of fewer than 16 rows reads masked (one element at a time it took a tenth of xᵀ·g).
+  const int64_t p16 = kc / 2 / 16 * 16;
   alignas(64) uint32_t words[16];
-  for (int64_t i = 0; i < m16; i += 16) {
+  for (int64_t i = 0; i < m; i += 16) {
+    const int64_t rows = std::min<int64_t>(16, m - i);
+    const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
     for (int64_t p0 = 0; p0 < p16; p0 += 16) {
       __m512 w[16];
       for (int t = 0; t < 16; ++t) {
         const float* r0 = A + (k0 + 2 * (p0 + t)) * lda + i0 + i;
-        w[t] = _mm512_castsi512_ps(bf16_pairs16(r0, r0 + lda));
+        w[t] = _mm512_castsi512_ps(bf16_pairs16(r0, r0 + lda, live));
       }
       transpose16x16(w);
-      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(Ap + (i + r) * ld + p0, _mm512_castps_si512(w[r]));
+      for (int r = 0; r < rows; ++r) _mm512_storeu_si512(Ap + (i + r) * ld + p0, _mm512_castps_si512(w[r]));
     }
     for (int64_t p = p16; p < kc / 2; ++p) {
       const float* r0 = A + (k0 + 2 * p) * lda + i0 + i;
-      _mm512_store_si512(words, bf16_pairs16(r0, r0 + lda));
-      for (int64_t t = 0; t < 16; ++t) Ap[(i + t) * ld + p] = words[t];
+      _mm512_store_si512(words, bf16_pairs16(r0, r0 + lda, live));
+      for (int64_t t = 0; t < rows; ++t) Ap[(i + t) * ld + p] = words[t];
     }
   }
-  for (int64_t i = 0; i < m; ++i)  // the rows past m16, and an odd last k
-    for (int64_t p = (i < m16 ? kc / 2 : 0); p < kp; ++p) {
-      const int64_t k = k0 + 2 * p;
-      const uint32_t lo = to_bf16(A[k * lda + i0 + i]);
-      const uint32_t hi = 2 * p + 1 < kc ? to_bf16(A[(k + 1) * lda + i0 + i]) : 0u;
-      Ap[i * ld + p] = lo | (hi << 16);
-    }
+  if (kc % 2)  // an odd last k: its pair's second half is zero
+    for (int64_t i = 0; i < m; ++i) Ap[i * ld + kc / 2] = to_bf16(A[(k0 + kc - 1) * lda + i0 + i]);
 }
 
 // C[0, left) = alpha·acc + beta·C for one vector of a row of C (beta == 0: C is not read).
