@@ -203,6 +203,32 @@ TEST_CASE("fused attention, bf16 products: NaN in padded keys and values stays o
   }
 }
 
+// The packed operands are the kernels' scratch: AttentionMemory's peak under bf16 exceeds
+// fp32's by at least one key block's packing (Bk · d bf16 values) and by no more than every
+// thread holding a whole kv head's keys and values four times over in fp32.
+TEST_CASE("fused attention, bf16 products: their packed operands count in AttentionMemory") {
+  const Dims dm{1, 2, 1, 256, 256, 32, {}, 32, 128};
+  const auto p = cast<float>(make_problem(score::Softmax{}, value::Identity{}, GateCfg::None, dm, 7));
+  auto peak = [&](kernels::Precision precision, bool backward) {
+    AttentionOptions o = p.opt;
+    o.precision = precision;
+    const auto f = attention_fused_forward(score::Softmax{}, mask::Causal{}, p.q, p.k, p.v, p.sp, o);
+    AttentionMemory::reset();
+    if (backward)
+      attention_fused_backward(score::Softmax{}, mask::Causal{}, p.q, p.k, p.v, p.sp, f, p.w, o);
+    else
+      attention_fused_forward(score::Softmax{}, mask::Causal{}, p.q, p.k, p.v, p.sp, o);
+    return AttentionMemory::peak_bytes();
+  };
+  const int64_t block = dm.block_k * dm.d * 2, most = num_threads() * 4 * 2 * dm.S * dm.d * 4;
+  for (const bool backward : {false, true}) {
+    CAPTURE(backward);
+    const int64_t extra = peak(kernels::Precision::bf16, backward) - peak(kernels::Precision::fp32, backward);
+    CHECK(extra >= block);
+    CHECK(extra <= most);
+  }
+}
+
 TEST_CASE("autodiff::attention on a bf16 tape runs the kernels in bf16; PrecisionScope keeps fp32") {
   const Dims dm{2, 4, 2, 40, 40, 32, {}, 32, 128};
   const auto p = cast<float>(make_problem(score::Softmax{}, value::Identity{}, GateCfg::None, dm, 5));

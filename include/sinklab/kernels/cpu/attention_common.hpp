@@ -1,11 +1,10 @@
-// Shared pieces of the CPU attention kernels: options, results, shape checks, the byte
-// counter behind the memory benchmark, and the score policy's hooks they all call.
+// Shared pieces of the CPU attention kernels: options, results, shape checks, counted outputs
+// and scratch (attention_memory.hpp), and the score policy's hooks they all call.
 //
 // Layout: q [B, H, T, d]; k, v [B, H_kv, S, d]; out [B, H, T, d]; H a multiple of H_kv
 // (grouped-query attention: query head h reads kv head h / (H / H_kv)). float or double.
 #pragma once
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -20,6 +19,7 @@
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/kernels/backend.hpp"
+#include "sinklab/kernels/cpu/attention_memory.hpp"
 #include "sinklab/policy/mask.hpp"
 #include "sinklab/policy/score.hpp"
 
@@ -44,34 +44,6 @@ struct AttentionGrads {
 struct AttentionDims {
   int64_t B = 0, H = 0, Hkv = 0, T = 0, S = 0, d = 0;
   int64_t group() const { return H / Hkv; }
-};
-
-// Bytes allocated by the attention kernels: outputs are counted when created, scratch while
-// alive; the peak since reset() is what bench/attention.cpp reports as memory vs T.
-class AttentionMemory {
- public:
-  static void reset() {
-    live().store(0);
-    peak().store(0);
-  }
-  static int64_t peak_bytes() { return peak().load(); }
-  static void add(int64_t bytes) {
-    const int64_t now = live().fetch_add(bytes) + bytes;
-    int64_t p = peak().load();
-    while (now > p && !peak().compare_exchange_weak(p, now)) {
-    }
-  }
-  static void sub(int64_t bytes) { live().fetch_sub(bytes); }
-
- private:
-  static std::atomic<int64_t>& live() {
-    static std::atomic<int64_t> v{0};
-    return v;
-  }
-  static std::atomic<int64_t>& peak() {
-    static std::atomic<int64_t> v{0};
-    return v;
-  }
 };
 
 namespace detail {

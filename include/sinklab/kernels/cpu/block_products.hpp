@@ -13,17 +13,22 @@
 // block by every key block, so the packing of a shared operand is worth keeping: a(), b() take a
 // slot and a tag, and a slot asked again with the same tag, source and shape returns its packing
 // without packing again (tag < 0: always pack). Under fp32 nothing is packed and tags are
-// ignored. One BlockProducts per thread (parallel chunk); its buffers keep their size.
+// ignored. One BlockProducts per thread (parallel chunk); its buffers keep their size, come from
+// the host block pool (core/storage.hpp: a chunk of the next call reuses them without a page
+// fault) and count in AttentionMemory while alive.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "sinklab/core/bf16.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/extern_template.hpp"
+#include "sinklab/core/storage.hpp"
 #include "sinklab/kernels/backend.hpp"
+#include "sinklab/kernels/cpu/attention_memory.hpp"
 #include "sinklab/kernels/cpu/block_gemm.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
 #include "sinklab/kernels/cpu/gemm_bf16.hpp"
@@ -60,6 +65,9 @@ class BlockProducts {
       : bf16_(std::is_same_v<T, float> && precision == Precision::bf16) {
     if (bf16_) path_ = resolve(path);
   }
+  ~BlockProducts() { AttentionMemory::sub(bytes_); }
+  BlockProducts(const BlockProducts&) = delete;
+  BlockProducts& operator=(const BlockProducts&) = delete;
 
   BlockA<T> a(int64_t slot, int64_t tag, int64_t M, int64_t K, const T* A, int64_t sai, int64_t sak) {
     if constexpr (std::is_same_v<T, float>)
@@ -91,13 +99,19 @@ class BlockProducts {
   [[gnu::noinline]] void product_bf16(int64_t M, int64_t N, const BlockA<T>& a, const BlockB<T>& b, T alpha, T beta,
                                       T* C, int64_t ldc);
 
+  // Uninitialised: the packers write every element a product reads.
+  template <class E>
+  struct Buffer {
+    std::shared_ptr<E[]> p;
+    int64_t n = 0;
+  };
   struct Slot {
     int64_t tag = -1;
     const T* src = nullptr;
     int64_t rows = 0, k = 0, s1 = 0, s2 = 0;
-    std::vector<uint32_t> words;
-    std::vector<uint16_t> halves;
-    std::vector<float> floats;
+    Buffer<uint32_t> words;
+    Buffer<uint16_t> halves;
+    Buffer<float> floats;
     void set(int64_t t, const T* p, int64_t r, int64_t kk, int64_t a, int64_t b) {
       tag = t, src = p, rows = r, k = kk, s1 = a, s2 = b;
     }
@@ -106,14 +120,23 @@ class BlockProducts {
     if (v.size() <= static_cast<std::size_t>(i)) v.resize(static_cast<std::size_t>(i) + 1);
     return v[static_cast<std::size_t>(i)];
   }
+  // At least n elements (the old contents are not kept: a slot is repacked whole when it grows).
   template <class E>
-  static E* grown(std::vector<E>& v, int64_t n) {
-    if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
-    return v.data();
+  E* grown(Buffer<E>& b, int64_t n) {
+    if (b.n < n) {
+      const int64_t more = (n - b.n) * static_cast<int64_t>(sizeof(E));
+      b.p.reset();
+      b.p = allocate_host<E>(static_cast<std::size_t>(n));
+      b.n = n;
+      bytes_ += more;
+      AttentionMemory::add(more);
+    }
+    return b.p.get();
   }
 
   bool bf16_ = false;
   Bf16Path path_ = Bf16Path::Emulated;
+  int64_t bytes_ = 0;  // the slots' buffers, counted in AttentionMemory
   std::vector<Slot> as_, bs_;
 };
 
@@ -138,7 +161,7 @@ BlockA<T> BlockProducts<T, Tiles>::pack_a(int64_t slot, int64_t tag, int64_t M, 
         for (int64_t i = 0; i < M; ++i)
           for (int64_t k = 0; k < K; ++k) r[i * K + k] = round_bf16(A[i * sai + k * sak]);
       }
-      h.rounded = s.floats.data();
+      h.rounded = s.floats.p.get();
       return h;
     }
 #if defined(SINKLAB_CPUID)
@@ -152,7 +175,7 @@ BlockA<T> BlockProducts<T, Tiles>::pack_a(int64_t slot, int64_t tag, int64_t M, 
       detail::bf16::pack_a_native(ta, A, ta ? sak : sai, 0, M, 0, K, w, ld);
       std::fill(w + M * ld, w + rows * ld, 0u);
     }
-    h.words = s.words.data();
+    h.words = s.words.p.get();
     h.ld = ld;
 #endif
   }
@@ -172,7 +195,7 @@ BlockB<T> BlockProducts<T, Tiles>::pack_b(int64_t slot, int64_t tag, int64_t K, 
         for (int64_t k = 0; k < K; ++k)
           for (int64_t j = 0; j < N; ++j) r[k * N + j] = round_bf16(B[k * ldb + j]);
       }
-      h.rounded = s.floats.data();
+      h.rounded = s.floats.p.get();
       return h;
     }
 #if defined(SINKLAB_CPUID)
@@ -185,7 +208,7 @@ BlockB<T> BlockProducts<T, Tiles>::pack_b(int64_t slot, int64_t tag, int64_t K, 
         bf::pack_b_native(false, B, ldb, 0, K, q * bf::NR, std::min(bf::NR, N - q * bf::NR), p + q * rows * bf::NR * 2,
                           rows);
     }
-    h.panels = s.halves.data();
+    h.panels = s.halves.p.get();
     h.pair_rows = rows;
 #endif
   }
