@@ -69,6 +69,19 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
 }  // namespace detail
 
 namespace detail {
+// Rows [starts[t], starts[t + 1]) of M for t < tiles, split so that the tiles shrink (sizes ∝
+// tiles, tiles − 1, …, 1, multiples of `align` but the last) and are claimed in that order: the
+// thread that finishes first then waits for a small tile at most, where equal tiles left it idle
+// for half a tile per product on average. A tile may be empty at the end.
+inline void shrinking_tiles(int64_t M, int64_t tiles, int64_t align, int64_t* starts) {
+  const int64_t total = tiles * (tiles + 1) / 2;
+  starts[0] = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t size = (M * (tiles - t) / total + align - 1) / align * align;
+    starts[t + 1] = t + 1 == tiles ? M : std::min(M, starts[t] + std::max(size, align));
+  }
+}
+
 // Weight gradients xᵀ·g have few rows and columns and a long K (the tokens). Tiles of C would
 // each repack their columns of B over the whole K, so such products are split along K instead:
 // each of `parts` slices computes a partial product of all of C (slice 0 into C with beta, the
@@ -167,18 +180,8 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
         for (int64_t j = j0; j < j1; ++j)
           Packed::pack_panel(tb == Trans::T, B, ldb, K, N, j / panels, j % panels, packed.get());
       });
-      // Split by rows only, the tiles shrink (sizes ∝ mt, mt − 1, …, 1) and are claimed in that
-      // order: the thread that finishes first then waits for a small tile at most, where equal
-      // tiles left it idle for half a tile per product on average.
       int64_t starts[kMaxTiles + 1];  // mt ≤ row tiles ≤ want ≤ kMaxTiles
-      if (nt == 1) {
-        const int64_t total = mt * (mt + 1) / 2;
-        starts[0] = 0;
-        for (int64_t t = 0; t < mt; ++t) {
-          const int64_t size = (M * (mt - t) / total + kRowAlign - 1) / kRowAlign * kRowAlign;
-          starts[t + 1] = t + 1 == mt ? M : std::min(M, starts[t] + std::max(size, kRowAlign));
-        }
-      }
+      if (nt == 1) detail::shrinking_tiles(M, mt, kRowAlign, starts);
       parallel_for(0, mt * nt, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t i0 = nt == 1 ? starts[t] : (t / nt) * rows, j0 = (t % nt) * cols;
