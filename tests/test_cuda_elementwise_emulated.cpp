@@ -9,6 +9,7 @@
 
 #include "max_rel_diff.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -412,23 +413,53 @@ TEST_CASE_TEMPLATE("CUDA sum_all's two passes on the emulator equal the CPU back
   }
 }
 
-// The gradient norm's Σ x² (sum_of_squares on the GPU: squares_in_double, then sum_all's two
-// passes in double) against the CPU's blocked double sum: equal to double rounding, in float too.
+// The gradient norm's Σ x² (sum_of_squares on the GPU: per-block partials of the squares in
+// double, then sum_all's pass over them) against the CPU's blocked double sum: equal to double
+// rounding, in float too.
 TEST_CASE_TEMPLATE("CUDA sum_of_squares on the emulator equals the CPU's, in double", T, double, float) {
   for (const int64_t n : {int64_t{1}, int64_t{45}, int64_t{5000}}) {
     CAPTURE(n);
     const Tensor<T> x = normal<T>({n}, 81);
     const double want = kernels::cpu::sum_of_squares(x.data(), n);
-    std::vector<double> squares(static_cast<std::size_t>(n), -7.0), partial(3, -7.0);
+    std::vector<double> partial(3, -7.0);
     double total = -7.0;
-    simt::emulate(2, 32, 0, [&](simt::Emulated& ctx) { kernels::cuda::squares_in_double(ctx, x.data(), squares.data(), n); });
     simt::emulate(3, 64, simt::block_sum_shared_bytes<double>(64),
-                  [&](simt::Emulated& ctx) { kernels::cuda::sum_partials(ctx, squares.data(), n, partial.data()); });
+                  [&](simt::Emulated& ctx) { kernels::cuda::squares_partials(ctx, x.data(), n, partial.data()); });
     simt::emulate(1, 32, simt::block_sum_shared_bytes<double>(32),
                   [&](simt::Emulated& ctx) { kernels::cuda::sum_partials(ctx, partial.data(), int64_t{3}, &total); });
     CHECK(std::abs(total - want) <= 1e-14 * want);
     CHECK(total > 0);
   }
+}
+
+// The non-finite guard's scan (first_non_finite on the GPU: each block's first NaN or ±Inf, the
+// smallest over the blocks) against the CPU's index, for each kind at several places; none: n.
+TEST_CASE_TEMPLATE("CUDA first_non_finite on the emulator finds the CPU's first NaN or Inf", T, double, float) {
+  const int64_t n = 1000;
+  const int blocks = 3;
+  auto first = [&](const std::vector<T>& x) {
+    std::vector<int64_t> partial(blocks, -7);
+    simt::emulate(blocks, 64, simt::block_fold_shared_bytes<int64_t>(64), [&](simt::Emulated& ctx) {
+      kernels::cuda::first_non_finite_partials(ctx, x.data(), n, partial.data());
+    });
+    const int64_t f = *std::min_element(partial.begin(), partial.end());
+    return f < n ? f : int64_t{-1};
+  };
+  std::vector<T> x = normal<T>({n}, 82).to_vector();
+  x[7] = std::numeric_limits<T>::max();  // finite extremes pass
+  x[8] = -std::numeric_limits<T>::denorm_min();
+  CHECK(first(x) == -1);
+  CHECK(kernels::cpu::first_non_finite(x.data(), n) == -1);
+  for (const T bad : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                      -std::numeric_limits<T>::infinity()})
+    for (const int64_t at : {int64_t{0}, int64_t{191}, int64_t{192}, int64_t{777}, n - 1}) {
+      CAPTURE(at);
+      std::vector<T> y = x;
+      y[static_cast<std::size_t>(at)] = bad;
+      y[static_cast<std::size_t>(n - 1)] = bad;  // a later one too
+      CHECK(first(y) == at);
+      CHECK(kernels::cpu::first_non_finite(y.data(), n) == at);
+    }
 }
 
 // The in-place updates (kernels/cuda/update.hpp) against the CPU's, which runs the same

@@ -300,3 +300,32 @@ TEST_CASE("device seam: Tensor allocates, copies and views through memory<Device
   CHECK(back.to_vector() == t.to_vector());
   CHECK(moved.to_device<test_device>().shares_storage_with(moved));
 }
+
+// The non-finite guard scans on the device's kernel (a GPU's values and gradients are checked on
+// the GPU) and brings only the element it found to the host for its message.
+TEST_CASE("device seam: the non-finite guard scans values and gradients with the device's kernel") {
+  using Tt = Tensor<float, test_device>;
+  Parameter<float, test_device> w("layer.w", Tt::from({3}, {4.0f, 0.0f, 1.0f}));
+  auto finite_graph = [&](bool guard) {
+    CheckFinite scope(guard);
+    Tape<float, test_device> t;
+    kernel_calls().clear();
+    auto y = sum(square(t.param(w)));
+    t.backward(y);
+    return std::pair{kernel_calls()["first_non_finite"], kernel_calls()["memory::to_host"]};
+  };
+  const auto off = finite_graph(false), on_ = finite_graph(true);
+  CHECK(off.first == 0);
+  CHECK(on_.first >= 6);            // 3 values and the gradients reaching them
+  CHECK(on_.second == off.second);  // nothing found, nothing more copied to the host
+  CheckFinite on;
+  Tape<float, test_device> t;
+  auto x = t.param(w);
+  kernel_calls().clear();
+  CHECK_THROWS_WITH_AS(log(x - 5.0f), doctest::Contains("holds NaN at element 0"), NonFinite);
+  CHECK(kernel_calls()["first_non_finite"] >= 1);
+  CHECK(kernel_calls()["memory::to_host"] == 1);  // the one element named
+  Tape<float, test_device> t2;
+  auto y = sum(sqrt(t2.param(w)));  // sqrt'(0) = +Inf
+  CHECK_THROWS_WITH_AS(t2.backward(y), doctest::Contains("+Inf at element 1"), NonFinite);
+}

@@ -27,7 +27,6 @@
 // every complete gradient (checked when backward() reaches its node).
 #pragma once
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -72,20 +71,6 @@ namespace detail {
 inline std::atomic<bool>& check_finite_flag() {
   static std::atomic<bool> on{false};
   return on;
-}
-// Index of the first element that is NaN or ±Inf, or -1. The common case (none) is one pass of
-// integer tests on the exponent bits (all ones for NaN and Inf), which vectorises; a float
-// comparison reduction would not without -ffast-math.
-template <class T>
-int64_t first_non_finite(const T* x, int64_t n) {
-  using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
-  constexpr Bits exponent = sizeof(T) == 8 ? Bits(0x7ff0000000000000ull) : Bits(0x7f800000u);
-  Bits bad = 0;
-  for (int64_t i = 0; i < n; ++i) bad |= Bits((std::bit_cast<Bits>(x[i]) & exponent) == exponent);
-  if (!bad) return -1;
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) return i;
-  return -1;
 }
 }  // namespace detail
 
@@ -366,32 +351,35 @@ class Tape {
     os << s;
     return os.str();
   }
-  template <class Tn>
-  static int64_t non_finite_at(const Tn& t) {
-    if constexpr (std::is_floating_point_v<T> && Device::host_memory) {
-      const Tn c = t.contiguous();
-      return detail::first_non_finite(c.data(), c.numel());
+  // The first NaN or Inf of t (its index in t's elements, row-major) and its text; an index < 0:
+  // none. The scan is the device's kernel (a GPU's tensors are scanned on the GPU); only the
+  // element found comes to the host.
+  static std::pair<int64_t, std::string> non_finite_at(const Tensor<T, Device>& t) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const Tensor<T, Device> c = t.contiguous();
+      const int64_t at = kernels::backend<Device>::first_non_finite(c.data(), c.numel());
+      if (at < 0) return {at, {}};
+      T x{};
+      memory<Device>::to_host(&x, c.data() + at, 1);
+      return {at, std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf"};
     } else {
-      return -1;
+      return {-1, {}};
     }
   }
   void guard_value(int32_t i) const {
-    const Tensor<T, Device>& v = nodes_[static_cast<std::size_t>(i)].value;
-    const int64_t at = non_finite_at(v);
+    const auto [at, text] = non_finite_at(nodes_[static_cast<std::size_t>(i)].value);
     if (at < 0) return;
-    throw NonFinite("autodiff: the forward value of " + describe(i) + " holds " +
-                    value_text(v.contiguous().data()[at]) + " at element " + std::to_string(at) +
-                    " (the first non-finite value recorded on this tape)");
+    throw NonFinite("autodiff: the forward value of " + describe(i) + " holds " + text + " at element " +
+                    std::to_string(at) + " (the first non-finite value recorded on this tape)");
   }
   void guard_gradient(int32_t i, const Tensor<T, Device>& g, int32_t from) const {
-    const int64_t at = non_finite_at(g);
+    const auto [at, text] = non_finite_at(g);
     if (at < 0) return;
-    throw NonFinite("autodiff: a gradient holding " + value_text(g.contiguous().data()[at]) + " at element " +
-                    std::to_string(at) + " reached " + describe(i) +
+    throw NonFinite("autodiff: a gradient holding " + text + " at element " + std::to_string(at) + " reached " +
+                    describe(i) +
                     (from >= 0 ? ", written by the backward of " + describe(from) : std::string(", from the seed")) +
                     " (the first non-finite gradient of this backward pass)");
   }
-  static std::string value_text(T x) { return std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf"; }
   struct HookEntry {
     Hook fn;
     int32_t next;

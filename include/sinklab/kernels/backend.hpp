@@ -43,6 +43,20 @@ inline AxisView axis_view(const Shape& s, int axis) {
   return v;
 }
 
+// The largest of x[k·stride] for k < n and the first k attaining it (a strict >: ties keep the
+// first, a NaN at k = 0 stays): one line of max_axis, on every backend.
+template <class T>
+SINKLAB_HD T max_along(const T* x, int64_t n, int64_t stride, int64_t& arg) {
+  T m = x[0];
+  arg = 0;
+  for (int64_t k = 1; k < n; ++k)
+    if (x[k * stride] > m) {
+      m = x[k * stride];
+      arg = k;
+    }
+  return m;
+}
+
 struct AttentionOptions {
   double scale = 0.0;          // multiplies q·k before the score function; 0 means 1/√d_head
   Tensor<int64_t> kv_lengths;  // [B] keys per batch entry (padding at the end), on the host; undefined: all S

@@ -2,9 +2,10 @@
 // (kernels/cuda/elementwise.hpp, reduce.hpp): the same names and signatures as kernels::cpu's
 // (kernels/cpu/elementwise.hpp, reduce.hpp), on device pointers and Tensor<T, cuda>, so
 // kernels::backend<cuda> forwards to them as backend<cpu> forwards to the CPU's. Every kernel
-// runs on the default stream, as memory<cuda> assumes. Three of them wait for the device: sum_all
-// and sum_of_squares (they return their sums to the host) and embedding_forward (it checks the ids, which live on the
-// device, and throws the CPU's message for a bad one). No kernel uses atomics: each result is
+// runs on the default stream, as memory<cuda> assumes. Four of them wait for the device: sum_all
+// and sum_of_squares (they return their sums to the host), first_non_finite (its index) and
+// embedding_forward (it checks the ids, which live on the device, and throws the CPU's message
+// for a bad one). No kernel uses atomics: each result is
 // the same run to run, and equal to the CPU's bit for bit where the sums run in the CPU's
 // order (see sum_axis and kChunkedThreads for those that do not).
 #pragma once
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/shape.hpp"
@@ -125,9 +127,14 @@ __global__ void sum_partials_kernel(const T* x, int64_t n, T* out) {
   kernels::cuda::sum_partials(ctx, x, n, out);
 }
 template <class T>
-__global__ void squares_in_double_kernel(const T* x, double* y, int64_t n) {
+__global__ void squares_partials_kernel(const T* x, int64_t n, double* out) {
   simt::Cuda ctx;
-  kernels::cuda::squares_in_double(ctx, x, y, n);
+  kernels::cuda::squares_partials(ctx, x, n, out);
+}
+template <class T>
+__global__ void first_non_finite_kernel(const T* x, int64_t n, int64_t* out) {
+  simt::Cuda ctx;
+  kernels::cuda::first_non_finite_partials(ctx, x, n, out);
 }
 template <class T>
 __global__ void max_axis_kernel(const T* x, T* out, int64_t* arg, kernels::AxisView v) {
@@ -407,15 +414,34 @@ T sum_all(const T* x, int64_t n) {
 }
 
 // Σ x² over n contiguous elements in double (the gradient clipping's norm, summed in double as the
-// CPU sums it): the squares in double (squares_in_double), then sum_all's reduction; returned to
-// the host (waits for the device).
+// CPU sums it): per-block partials of the squares in double (squares_partials; a double per block,
+// not per element), then sum_all's reduction; returned to the host (waits for the device).
 template <class T>
 double sum_of_squares(const T* x, int64_t n) {
   if (n <= 0) return 0.0;
-  auto squares = memory<sinklab::cuda>::allocate<double>(static_cast<std::size_t>(n));
-  detail::squares_in_double_kernel<T><<<detail::grid_for(n), kThreads>>>(x, squares.get(), n);
-  check(cudaGetLastError(), "squares_in_double kernel launch");
-  return sum_all(static_cast<const double*>(squares.get()), n);
+  const int blocks = std::min(detail::grid_for(n), kSumAllBlocks);
+  auto partial = memory<sinklab::cuda>::allocate<double>(static_cast<std::size_t>(blocks));
+  detail::squares_partials_kernel<T>
+      <<<blocks, kThreads, simt::block_sum_shared_bytes<double>(kThreads)>>>(x, n, partial.get());
+  check(cudaGetLastError(), "squares_partials kernel launch");
+  return sum_all(static_cast<const double*>(partial.get()), int64_t{blocks});
+}
+
+// Index of the first NaN or ±Inf of n contiguous elements, or -1 (the tape's non-finite guard):
+// each block's first (first_non_finite_partials), the smallest taken on the host (waits for the
+// device; only the blocks' indices come back).
+template <class T>
+int64_t first_non_finite(const T* x, int64_t n) {
+  if (n <= 0) return -1;
+  const int blocks = std::min(detail::grid_for(n), kSumAllBlocks);
+  auto partial = memory<sinklab::cuda>::allocate<int64_t>(static_cast<std::size_t>(blocks));
+  detail::first_non_finite_kernel<T>
+      <<<blocks, kThreads, simt::block_fold_shared_bytes<int64_t>(kThreads)>>>(x, n, partial.get());
+  check(cudaGetLastError(), "first_non_finite kernel launch");
+  std::vector<int64_t> firsts(static_cast<std::size_t>(blocks));
+  memory<sinklab::cuda>::to_host(firsts.data(), partial.get(), firsts.size());
+  const int64_t first = *std::min_element(firsts.begin(), firsts.end());
+  return first < n ? first : -1;
 }
 
 }  // namespace sinklab::cuda_backend

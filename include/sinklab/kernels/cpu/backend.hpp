@@ -64,6 +64,7 @@ struct backend<sinklab::cpu> {
   SINKLAB_CPU_KERNEL(max_axis_backward)
   SINKLAB_CPU_KERNEL(sum_all)
   SINKLAB_CPU_KERNEL(sum_of_squares)  // in double (the gradient clipping's norm)
+  SINKLAB_CPU_KERNEL(first_non_finite)  // index of the first NaN or Inf, or -1 (the tape's guard)
   // rows (kernels/cpu/rowwise.hpp)
   SINKLAB_CPU_KERNEL(softmax_rows)
   SINKLAB_CPU_KERNEL(softmax_rows_backward)

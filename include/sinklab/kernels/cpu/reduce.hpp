@@ -1,8 +1,11 @@
 // Reductions over one axis of a contiguous tensor, seen as [outer, n, inner].
 #pragma once
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "sinklab/core/parallel.hpp"
@@ -37,18 +40,8 @@ template <class T>
 void max_axis(const T* x, T* out, int64_t* arg, AxisView v) {
   parallel_for(0, v.outer, 1, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o)
-      for (int64_t i = 0; i < v.inner; ++i) {
-        const T* p = x + o * v.n * v.inner + i;
-        T m = p[0];
-        int64_t a = 0;
-        for (int64_t k = 1; k < v.n; ++k)
-          if (p[k * v.inner] > m) {
-            m = p[k * v.inner];
-            a = k;
-          }
-        out[o * v.inner + i] = m;
-        arg[o * v.inner + i] = a;
-      }
+      for (int64_t i = 0; i < v.inner; ++i)
+        out[o * v.inner + i] = max_along(x + o * v.n * v.inner + i, v.n, v.inner, arg[o * v.inner + i]);
   });
 }
 
@@ -77,6 +70,21 @@ void max_axis_backward(const T* g, const int64_t* arg, T* gx, AxisView v) {
 template <class T>
 T sum_all(const T* x, int64_t n) {
   return simd::sum(x, n);
+}
+
+// Index of the first of n contiguous elements that is NaN or ±Inf, or -1 (the tape's non-finite
+// guard). The common case (none) is one pass of integer tests on the exponent bits (all ones for
+// NaN and Inf), which vectorises; a float comparison reduction would not without -ffast-math.
+template <class T>
+int64_t first_non_finite(const T* x, int64_t n) {
+  using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  constexpr Bits exponent = sizeof(T) == 8 ? Bits(0x7ff0000000000000ull) : Bits(0x7f800000u);
+  Bits bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= Bits((std::bit_cast<Bits>(x[i]) & exponent) == exponent);
+  if (!bad) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return i;
+  return -1;
 }
 
 // Σ x² over n contiguous elements in double, over fixed blocks, so the result does not depend on

@@ -74,29 +74,39 @@ SINKLAB_HD void sum_partials(Ctx& ctx, const T* x, int64_t n, T* out) {
   if (ctx.thread() == 0) out[ctx.block()] = acc;
 }
 
-// y[k] = x[k]² in double: the terms of the gradient norm's Σ x² (sum_of_squares sums them as
-// sum_all does, in double whatever T is, as the CPU's clipping sums).
+// out[b] = Σ x[k]² in double over block b's grid-stride share of x[0, n): the gradient norm's
+// terms, summed in double whatever T is, as the CPU's clipping sums them (sum_partials then adds
+// the blocks' partials).
 template <class Ctx, class T>
-SINKLAB_HD void squares_in_double(Ctx& ctx, const T* x, double* y, int64_t n) {
-  detail::for_each_element(ctx, n, [&](int64_t k) { y[k] = static_cast<double>(x[k]) * static_cast<double>(x[k]); });
+SINKLAB_HD void squares_partials(Ctx& ctx, const T* x, int64_t n, double* out) {
+  double acc = 0.0;
+  for (int64_t k = ctx.block() * ctx.threads() + ctx.thread(); k < n; k += ctx.blocks() * ctx.threads())
+    acc += static_cast<double>(x[k]) * static_cast<double>(x[k]);
+  acc = simt::block_sum(ctx, acc, ctx.template shared<double>());
+  if (ctx.thread() == 0) out[ctx.block()] = acc;
 }
 
-// out[o, i] = max_k x[o, k, i] and arg[o, i] = the first k attaining it (a strict >, as the
-// CPU's, so ties keep the first and a NaN at k = 0 stays).
+// out[b] = the first k of block b's grid-stride share of x[0, n) that holds NaN or ±Inf, or n
+// (the tape's non-finite guard; the smallest over the blocks is the first of x). x − x is 0 for
+// every finite x and NaN otherwise, exactly, without --use_fast_math.
+template <class Ctx, class T>
+SINKLAB_HD void first_non_finite_partials(Ctx& ctx, const T* x, int64_t n, int64_t* out) {
+  int64_t first = n;  // a thread's k ascend, so its first hit is its smallest
+  for (int64_t k = ctx.block() * ctx.threads() + ctx.thread(); k < n && first == n; k += ctx.blocks() * ctx.threads()) {
+    const T d = x[k] - x[k];
+    if (d != d) first = k;
+  }
+  first = simt::block_fold(ctx, first, ctx.template shared<int64_t>(), simt::MinOp{});
+  if (ctx.thread() == 0) out[ctx.block()] = first;
+}
+
+// out[o, i] = max_k x[o, k, i] and arg[o, i] = the first k attaining it (max_along, the CPU's
+// line), a thread per (o, i).
 template <class Ctx, class T>
 SINKLAB_HD void max_axis(Ctx& ctx, const T* x, T* out, int64_t* arg, AxisView v) {
   detail::for_each_element(ctx, v.outer * v.inner, [&](int64_t r) {
     const int64_t o = r / v.inner, i = r % v.inner;
-    const T* p = x + o * v.n * v.inner + i;
-    T m = p[0];
-    int64_t a = 0;
-    for (int64_t k = 1; k < v.n; ++k)
-      if (p[k * v.inner] > m) {
-        m = p[k * v.inner];
-        a = k;
-      }
-    out[r] = m;
-    arg[r] = a;
+    out[r] = max_along(x + o * v.n * v.inner + i, v.n, v.inner, arg[r]);
   });
 }
 
