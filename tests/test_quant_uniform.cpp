@@ -137,6 +137,45 @@ TEST_CASE("INT8 weights: the MSE range search chooses the same range on any thre
   CHECK(one.mse == best);
 }
 
+// Large enough to run on several threads. The rounding mode is per thread and the pool's workers
+// round to nearest: under another mode the caller's arithmetic must reach every element and every
+// candidate range. NaN stays NaN.
+TEST_CASE("fake_quantize and the MSE range search on several threads: the caller's rounding mode, NaN kept") {
+  Rng rng(13);
+  const Tensor<float> x = rng.normal<float>({40000}, 0.f, 0.05f);
+  Tensor<float> with_nan = x.clone();
+  with_nan.data()[3] = std::numeric_limits<float>::quiet_NaN();
+  with_nan.data()[39000] = std::numeric_limits<float>::quiet_NaN();
+  const UniformQuantizer q = UniformQuantizer::asymmetric(-0.1, 0.13, 8);
+  const int threads = num_threads();
+  set_num_threads(std::max(threads, 3));
+  for (const int mode : {FE_TONEAREST, FE_UPWARD}) {
+    CAPTURE(mode);
+    REQUIRE(std::fesetround(mode) == 0);
+    const std::vector<float> f = fake_quantize(with_nan, q).to_vector();
+    int wrong = 0;
+    for (int64_t j = 0; j < with_nan.numel(); ++j) {
+      const float v = with_nan.data()[j];
+      if (v != v)
+        wrong += f[static_cast<std::size_t>(j)] == f[static_cast<std::size_t>(j)];  // must be NaN
+      else
+        wrong += f[static_cast<std::size_t>(j)] != static_cast<float>(q.fake(static_cast<double>(v)));
+    }
+    CHECK(wrong == 0);
+    CHECK(std::isnan(fake_quantize_mse(with_nan, q)));
+    // Every candidate in the caller's mode: the search equals the argmin computed on this thread.
+    const auto got = quantize_weight_mse(x, 8, 40);
+    double best = INFINITY, absmax = 0;
+    for (int64_t j = 0; j < x.numel(); ++j) absmax = std::max(absmax, std::abs(double(x.data()[j])));
+    for (int k = 40; k >= 1; --k)
+      best = std::min(best, fake_quantize_mse(x, UniformQuantizer::symmetric(k / 40.0 * absmax, 8)));
+    CHECK(got.mse == best);
+    CHECK(got.mse == fake_quantize_mse(x, got.quantizer));
+  }
+  std::fesetround(FE_TONEAREST);
+  set_num_threads(threads);
+}
+
 TEST_CASE("UniformQuantizer: symmetric narrow range and asymmetric with an exact zero") {
   const auto s = UniformQuantizer::symmetric(127.0, 8);
   CHECK(s.scale == 1.f);

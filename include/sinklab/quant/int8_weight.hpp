@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "sinklab/core/parallel.hpp"
 #include "sinklab/quant/uniform.hpp"
 
 namespace sinklab::quant {
@@ -27,14 +26,15 @@ QuantizedWeight<T> quantize_weight_mse(const Tensor<T>& W, int bits = 8, int can
   detail::absmax_and_range(fn, W, lo, hi);
   const double absmax = std::max(std::abs(lo), std::abs(hi));
   auto clip_ratio = [candidates](int i) { return static_cast<double>(candidates - i) / candidates; };  // i = 0: 1
-  // Candidates are independent: their errors are computed in parallel, each in
+  // Candidates are independent: their errors are computed in parallel (on the calling thread
+  // alone under another rounding mode than to-nearest, which the workers do not share), each in
   // fake_quantize_mse's fixed order, and compared in the order above, so the choice does not
   // depend on the thread count. All candidates are one range when max|W| = 0.
   const int n = absmax == 0 ? 1 : candidates;
   auto quantizer = [&](int i) { return UniformQuantizer::symmetric(clip_ratio(i) * absmax, bits); };
   std::vector<double> mse(static_cast<std::size_t>(n));
   const Tensor<T> w = W.contiguous();
-  parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+  detail::in_callers_rounding(n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) mse[i] = fake_quantize_mse(w, quantizer(static_cast<int>(i)));
   });
   QuantizedWeight<T> best;

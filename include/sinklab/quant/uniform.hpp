@@ -101,26 +101,43 @@ void for_each_code_chunk(const T* x, int64_t n, const UniformQuantizer& q, F&& f
     const int64_t m = std::min(kChunk, n - i0);
     if (nearest) {
       q.quantize_row(x + i0, m, codes);
-    } else {
-      for (int64_t j = 0; j < m; ++j) codes[j] = q.quantize(static_cast<double>(x[i0 + j]));
+    } else {  // a NaN gives qmin, as quantize_row gives it
+      for (int64_t j = 0; j < m; ++j) {
+        const double v = static_cast<double>(x[i0 + j]);
+        codes[j] = v != v ? q.qmin : q.quantize(v);
+      }
     }
     f(i0, m, static_cast<const int32_t*>(codes));
   }
 }
+
+// f(begin, end) over [0, n): in parallel when the caller rounds to nearest, else all on the
+// calling thread — the rounding mode is per thread and the pool's workers round to nearest, so
+// a caller's other mode must not reach only some of the elements.
+template <class F>
+void in_callers_rounding(int64_t n, int64_t grain, F&& f) {
+  if (std::fegetround() == FE_TONEAREST) {
+    parallel_for(0, n, grain, f);
+  } else if (n > 0) {
+    f(int64_t{0}, n);
+  }
+}
 }  // namespace detail
 
-// Quantize → dequantize every element; the result is a new contiguous tensor. In parallel over
-// chunks of elements (it runs on activations in every fake-quantized forward pass).
+// Quantize → dequantize every element; the result is a new contiguous tensor, NaN where x is NaN.
+// In parallel over chunks of elements (it runs on activations in every fake-quantized pass).
 template <class T>
 Tensor<T> fake_quantize(const Tensor<T>& x, const UniformQuantizer& q) {
   SINKLAB_CHECK(x.defined(), "quant::fake_quantize: undefined tensor");
   const Tensor<T> c = x.contiguous();
   Tensor<T> out = Tensor<T>::empty(x.shape());
   const double s = static_cast<double>(q.scale);
-  parallel_for(0, c.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
+  detail::in_callers_rounding(c.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
     detail::for_each_code_chunk(c.data() + begin, end - begin, q, [&](int64_t i0, int64_t m, const int32_t* codes) {
+      const T* xs = c.data() + begin + i0;
       T* o = out.data() + begin + i0;
-      for (int64_t j = 0; j < m; ++j) o[j] = static_cast<T>(static_cast<double>(codes[j] - q.zero_point) * s);
+      for (int64_t j = 0; j < m; ++j)
+        o[j] = xs[j] != xs[j] ? xs[j] : static_cast<T>(static_cast<double>(codes[j] - q.zero_point) * s);
     });
   });
   return out;
