@@ -256,19 +256,27 @@ TEST_CASE("gemm_bf16, AVX512-BF16: the same bounds, and the same result for any 
   if (!kernels::cpu::bf16_native_available())
     SINKLAB_SKIP("this CPU has no AVX512-BF16 (", cpu_features().summary(), ")");
   for (const Case& c : cases()) check_case(c, Bf16Path::Avx512Bf16);
-  // Row blocks are independent and each element sums its K slices in one order: bit-identical
-  // whatever the number of threads.
+  // Row tiles are independent and each element sums its K slices in one order: bit-identical
+  // whatever the number of threads. M = 900: on one thread the first tile has 360 rows, taken in
+  // blocks of at most 192, each handed to the epilogue once it is final.
   Rng rng(7);
-  const int64_t M = 300, N = 200, K = 700;
+  const int64_t M = 900, N = 200, K = 700;
   const Tensor<float> a = rng.normal<float>({M, K}), b = rng.normal<float>({K, N});
   std::vector<float> c1(M * N), c2(M * N);
+  std::vector<int> seen(M, 0);
   const int before = num_threads();
   set_num_threads(1);
-  gemm_bf16(Trans::N, Trans::N, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c1.data(), N, {}, Bf16Path::Avx512Bf16);
+  gemm_bf16(
+      Trans::N, Trans::N, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c1.data(), N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) ++seen[static_cast<std::size_t>(r)];
+      },
+      Bf16Path::Avx512Bf16);
   set_num_threads(2);
   gemm_bf16(Trans::N, Trans::N, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c2.data(), N, {}, Bf16Path::Avx512Bf16);
   set_num_threads(before);
   CHECK(c1 == c2);
+  CHECK(seen == std::vector<int>(M, 1));
 }
 
 // The AMX kernel on amx.hpp's model of the tile unit (gemm_bf16<EmulatedTiles>): its packing,

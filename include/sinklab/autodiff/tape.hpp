@@ -352,8 +352,8 @@ class Tape {
     return os.str();
   }
   // The first NaN or Inf of t (its index in t's elements, row-major) and its text; an index < 0:
-  // none. The scan is the device's kernel (a GPU's tensors are scanned on the GPU); only the
-  // element found comes to the host.
+  // none. The scan is the device's kernel (a GPU's tensors are scanned on the GPU, which returns
+  // its blocks' first indices); of the values, only the element found comes to the host.
   static std::pair<int64_t, std::string> non_finite_at(const Tensor<T, Device>& t) {
     if constexpr (std::is_floating_point_v<T>) {
       const Tensor<T, Device> c = t.contiguous();

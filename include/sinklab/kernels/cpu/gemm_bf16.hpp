@@ -67,8 +67,9 @@ inline float at(const float* X, int64_t ld, bool trans, int64_t r, int64_t k) {
 
 // The packing of the native path converts 32 floats per instruction (vcvtne2ps2bf16: round to
 // nearest even, as to_bf16, except that fp32 denormals, |x| < 1.2e-38, become ±0 where to_bf16
-// keeps them as bf16 denormals); edges not a whole vector wide are packed one element at a time. At
-// N = 1024 the scalar packing took a fifth of the product.
+// keeps them as bf16 denormals); edges not a whole vector wide are packed one element at a time
+// (a transposed A's last rows with masked loads). At N = 1024 the scalar packing took a fifth of
+// the product.
 
 // 32 consecutive floats → 32 bf16 in order.
 SINKLAB_TARGET_BF16 inline __m512i bf16x32(const float* x) {
