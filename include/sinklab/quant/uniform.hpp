@@ -131,13 +131,11 @@ Tensor<T> fake_quantize(const Tensor<T>& x, const UniformQuantizer& q) {
   SINKLAB_CHECK(x.defined(), "quant::fake_quantize: undefined tensor");
   const Tensor<T> c = x.contiguous();
   Tensor<T> out = Tensor<T>::empty(x.shape());
-  const double s = static_cast<double>(q.scale);
   detail::in_callers_rounding(c.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
     detail::for_each_code_chunk(c.data() + begin, end - begin, q, [&](int64_t i0, int64_t m, const int32_t* codes) {
       const T* xs = c.data() + begin + i0;
       T* o = out.data() + begin + i0;
-      for (int64_t j = 0; j < m; ++j)
-        o[j] = xs[j] != xs[j] ? xs[j] : static_cast<T>(static_cast<double>(codes[j] - q.zero_point) * s);
+      for (int64_t j = 0; j < m; ++j) o[j] = xs[j] != xs[j] ? xs[j] : static_cast<T>(q.dequantize(codes[j]));
     });
   });
   return out;
@@ -154,14 +152,12 @@ double fake_quantize_mse(const Tensor<T>& x, const UniformQuantizer& q) {
   const int64_t n = c.numel();
   constexpr int64_t kLanes = 8;
   double lane[kLanes] = {};
-  const double s = static_cast<double>(q.scale);
   detail::for_each_code_chunk(c.data(), n, q, [&](int64_t i0, int64_t m, const int32_t* codes) {
     const T* xs = c.data() + i0;  // i0 is a multiple of kLanes: element i0 + j sits in lane j mod kLanes
     double acc[kLanes];           // a local copy, which the compiler keeps in registers
     std::copy(lane, lane + kLanes, acc);
     auto add = [&](int64_t j, int64_t l) {
-      const double e = static_cast<double>(xs[j]) -
-                       static_cast<double>(static_cast<T>(static_cast<double>(codes[j] - q.zero_point) * s));
+      const double e = static_cast<double>(xs[j]) - static_cast<double>(static_cast<T>(q.dequantize(codes[j])));
       acc[l] += e * e;
     };
     const int64_t whole = m - m % kLanes;
