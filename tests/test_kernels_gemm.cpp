@@ -3,6 +3,7 @@
 // block-product path against the materialised reference in double.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "sinklab/kernels/cpu/attention.hpp"
 #include "sinklab/kernels/cpu/block_gemm.hpp"
 #include "sinklab/kernels/cpu/gemm.hpp"
+#include "sinklab/kernels/cpu/row_tiles.hpp"
 
 using namespace sinklab;
 using namespace sinklab::kernels::cpu;
@@ -255,6 +257,35 @@ TEST_CASE("attention: the block-product path of the fused kernels equals the ref
     CHECK(max_diff(gr.dk, gf.dk) < 1e-11);
     CHECK(max_diff(gr.dv, gf.dv) < 1e-11);
   }
+}
+
+TEST_CASE("RowTiles: every row in one tile, tiles in order, shrinking, whole units but where M ends") {
+  for (int threads : {1, 2, 3, 16, 64})
+    for (int64_t unit : {1, 4, 6, 32})
+      for (int64_t M : {0, 1, 5, 31, 32, 33, 200, 901, 4096, 100003}) {
+        CAPTURE(threads);
+        CAPTURE(unit);
+        CAPTURE(M);
+        const kernels::cpu::detail::RowTiles t(M, threads, unit);
+        REQUIRE(t.count >= 1);
+        REQUIRE(t.count <= kernels::cpu::detail::kMaxRowTiles);
+        CHECK(t.count <= std::max<int64_t>(1, 4 * int64_t{threads}));
+        CHECK(t.starts[0] == 0);
+        CHECK(t.starts[t.count] == M);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < t.count; ++i) {
+          const int64_t size = t.starts[i + 1] - t.starts[i];
+          bad += size < 0;
+          if (t.starts[i + 1] < M) bad += size % unit != 0;  // the tile that reaches M may be cut short
+          if (i > 0 && t.starts[i + 1] < M) bad += size > t.starts[i] - t.starts[i - 1];  // and the last one longer
+        }
+        CHECK(bad == 0);
+        // Enough tiles to share: where M has 4·threads units, the first tile is at most half of it,
+        // and with rows to spare the first tile is at least 1.5 times the second to last.
+        if (threads > 1 && M >= 4 * threads * unit) CHECK(t.starts[1] <= M / 2 + unit);
+        if (t.count >= 4 && M >= 4 * t.count * t.count * unit)
+          CHECK(2 * t.starts[1] >= 3 * (t.starts[t.count - 1] - t.starts[t.count - 2]));
+      }
 }
 
 TEST_CASE("parallel_for: every index once, on several threads, nested loops serial, exceptions reach the caller") {

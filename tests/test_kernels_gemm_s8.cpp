@@ -100,6 +100,23 @@ TEST_CASE("gemm_u8s8, portable path: exact int32 sums and their scaled floats, a
   set_num_threads(2);
 }
 
+// Rows taken in tiles that shrink, each in blocks of at most 192 rows: M = 900 on one thread
+// gives four tiles, the first of 360–384 rows (two blocks); three threads take twelve smaller
+// tiles (whole 4-, 6- or 32-row units by path). Every path and thread count gives the same integers.
+TEST_CASE("gemm_u8s8: tiles of rows longer than a block, every path on 1 and 3 threads") {
+  const Operands o = make(900, 70, 37, 2, 17, 123);
+  std::vector<S8Path> paths{S8Path::Scalar};
+  if (kernels::cpu::s8_avx2_available()) paths.push_back(S8Path::Avx2);
+  if (kernels::cpu::s8_vnni_available()) paths.push_back(S8Path::Vnni);
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    set_num_threads(threads);
+    for (S8Path path : paths) check(o, path);
+    if (kernels::cpu::s8_vnni_available()) check<Emulated>(o, S8Path::Amx);
+  }
+  set_num_threads(2);
+}
+
 TEST_CASE("gemm_u8s8, AVX2: the same sums exactly" * sinklab_test::optional()) {
   if (!kernels::cpu::s8_avx2_available()) SINKLAB_SKIP("this CPU has no AVX2 (", cpu_features().summary(), ")");
   for (const auto& o : cases()) check(o, S8Path::Avx2);

@@ -14,6 +14,7 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cpu/gemm_packed.hpp"
+#include "sinklab/kernels/cpu/row_tiles.hpp"
 
 namespace sinklab::kernels::cpu {
 
@@ -65,21 +66,6 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
   else if (tb == Trans::N) run(a.transpose(), b);
   else run(a.transpose(), b.transpose());
   if (ep && M > 0) ep(0, M);
-}
-}  // namespace detail
-
-namespace detail {
-// Rows [starts[t], starts[t + 1]) of M for t < tiles, split so that the tiles shrink (sizes ∝
-// tiles, tiles − 1, …, 1, multiples of `align` but the last) and are claimed in that order: the
-// thread that finishes first then waits for a small tile at most, where equal tiles left it idle
-// for half a tile per product on average. A tile may be empty at the end.
-inline void shrinking_tiles(int64_t M, int64_t tiles, int64_t align, int64_t* starts) {
-  const int64_t total = tiles * (tiles + 1) / 2;
-  starts[0] = 0;
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t size = (M * (tiles - t) / total + align - 1) / align * align;
-    starts[t + 1] = t + 1 == tiles ? M : std::min(M, starts[t] + std::max(size, align));
-  }
 }
 
 // Weight gradients xᵀ·g have few rows and columns and a long K (the tokens). Tiles of C would
@@ -155,8 +141,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
     return;
   }
   constexpr int64_t kRowAlign = 6, kMinRows = 60, kColAlign = 64;  // the packed micro-kernel's MR and NR
-  constexpr int64_t kMaxTiles = 64;
-  const int64_t want = std::min<int64_t>(4 * int64_t{threads}, kMaxTiles);
+  const int64_t want = std::min<int64_t>(4 * int64_t{threads}, detail::kMaxRowTiles);
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinRows, 1, want);
   if (ep && row_tiles < threads) {  // too few rows to split by rows only: tile freely, then run ep
     gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -180,7 +165,7 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
         for (int64_t j = j0; j < j1; ++j)
           Packed::pack_panel(tb == Trans::T, B, ldb, K, N, j / panels, j % panels, packed.get());
       });
-      int64_t starts[kMaxTiles + 1];  // mt ≤ row tiles ≤ want ≤ kMaxTiles
+      int64_t starts[detail::kMaxRowTiles + 1];  // mt ≤ row tiles ≤ want ≤ kMaxRowTiles
       if (nt == 1) detail::shrinking_tiles(M, mt, kRowAlign, starts);
       parallel_for(0, mt * nt, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {

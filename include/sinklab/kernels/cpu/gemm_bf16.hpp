@@ -303,17 +303,14 @@ void gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                     packed.get() + s * slice_stride + p * rows * NR * 2, rows);
     }
   });
-  // The tiles shrink (shrinking_tiles, as gemm's): equal ones, 4 per thread, cost 2 threads
+  // The tiles shrink (row_tiles.hpp, as gemm's): equal ones, 4 per thread, cost 2 threads
   // ~8% on the decoder's products. Each is taken in blocks of at most `rows` whose packed A stays
   // in L2 over all panels.
   const int threads = in_parallel_region() ? 1 : num_threads();
   const int64_t unit = amx ? 32 : MR, rows = 32 * MR;  // rows: a multiple of both units
-  constexpr int64_t kMaxTiles = 64;
-  const int64_t row_tiles =
-      std::clamp<int64_t>(std::min<int64_t>(4 * int64_t{threads}, (M + unit - 1) / unit), 1, kMaxTiles);
-  int64_t starts[kMaxTiles + 1];
-  shrinking_tiles(M, row_tiles, unit, starts);
-  parallel_for(0, row_tiles, 1, [&](int64_t t0, int64_t t1) {
+  const RowTiles tiles_of_c(M, threads, unit);
+  const int64_t* starts = tiles_of_c.starts;
+  parallel_for(0, tiles_of_c.count, 1, [&](int64_t t0, int64_t t1) {
     std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * ld_max));
     [[maybe_unused]] std::conditional_t<amx, Tiles, char> tiles{};
     for (int64_t t = t0; t < t1; ++t)

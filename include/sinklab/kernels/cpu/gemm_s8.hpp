@@ -50,6 +50,7 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/storage.hpp"
 #include "sinklab/kernels/cpu/amx.hpp"
+#include "sinklab/kernels/cpu/row_tiles.hpp"
 
 #if defined(SINKLAB_CPUID)
 #include <immintrin.h>
@@ -392,42 +393,45 @@ void run(int64_t M, const uint8_t* A, int64_t lda, int32_t za, const PackedS8& B
   SINKLAB_CHECK(path != S8Path::Avx2 || s8_avx2_available(),
                 "kernels::cpu::gemm_u8s8: the AVX2 path was asked for, but this CPU (", cpu_features().summary(),
                 ") does not have it");
+  if (M == 0) return;
   const int64_t kp = B.pairs(), ld = amx ? B.quad_rows() : B.quadruples();
+  // Shrinking tiles of rows (row_tiles.hpp), as the float GEMMs split theirs: equal blocks left a
+  // thread idle for half a block per product. Each tile goes in blocks of at most `rows`, whose
+  // packed A stays in L2 over all panels.
   const int threads = in_parallel_region() ? 1 : num_threads();
-  const int64_t unit = amx ? 32 : MR;
-  const int64_t rows = std::clamp<int64_t>((M + 4 * threads - 1) / (4 * threads) / unit * unit, unit, 32 * MR);
-  parallel_for(0, (M + rows - 1) / rows, 1, [&](int64_t b0, int64_t b1) {
+  const int64_t unit = amx ? 32 : path == S8Path::Vnni ? MRQ : MR, rows = 32 * MR;  // a multiple of each unit
+  const RowTiles tiles_of_c(M, threads, unit);
+  const int64_t* starts = tiles_of_c.starts;
+  parallel_for(0, tiles_of_c.count, 1, [&](int64_t t0, int64_t t1) {
     std::shared_ptr<uint32_t[]> Ap = allocate_host<uint32_t>(static_cast<std::size_t>(rows * std::max(kp, ld)));
 #if defined(SINKLAB_CPUID)
-    if (amx) {
-      Tiles tiles{};
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t i0 = b * rows, m = std::min(rows, M - i0);
-        pack_a_quads(A, lda, i0, m, B.K, Ap.get(), ld);
-        std::fill(Ap.get() + m * ld, Ap.get() + amx::round_up(m, 32) * ld, 0u);  // whole 16-row tiles
-        block_amx(tiles, m, ld, Ap.get(), B, za, out, i0);
-      }
-      return;
-    }
+    Tiles tiles{};  // configured by block_amx for each block, on the AMX path only
 #endif
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t i0 = b * rows, m = std::min(rows, M - i0);
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t i0 = starts[t]; i0 < starts[t + 1]; i0 += rows) {
+        const int64_t m = std::min(rows, starts[t + 1] - i0);
 #if defined(SINKLAB_CPUID)
-      if (path == S8Path::Vnni) {
-        pack_a_quads(A, lda, i0, m, B.K, Ap.get(), ld);
-        block_vnni(m, ld, Ap.get(), B, za, out, i0);
-        continue;
-      }
+        if (amx) {
+          pack_a_quads(A, lda, i0, m, B.K, Ap.get(), ld);
+          std::fill(Ap.get() + m * ld, Ap.get() + amx::round_up(m, 32) * ld, 0u);  // whole 16-row tiles
+          block_amx(tiles, m, ld, Ap.get(), B, za, out, i0);
+          continue;
+        }
+        if (path == S8Path::Vnni) {
+          pack_a_quads(A, lda, i0, m, B.K, Ap.get(), ld);
+          block_vnni(m, ld, Ap.get(), B, za, out, i0);
+          continue;
+        }
 #endif
-      pack_a(A, lda, za, i0, m, B.K, Ap.get());
+        pack_a(A, lda, za, i0, m, B.K, Ap.get());
 #if defined(SINKLAB_CPUID)
-      if (path == S8Path::Avx2) {
-        block_avx2(m, kp, Ap.get(), B, out, i0);
-        continue;
-      }
+        if (path == S8Path::Avx2) {
+          block_avx2(m, kp, Ap.get(), B, out, i0);
+          continue;
+        }
 #endif
-      block_scalar(m, kp, Ap.get(), B, out, i0);
-    }
+        block_scalar(m, kp, Ap.get(), B, out, i0);
+      }
   });
 }
 
