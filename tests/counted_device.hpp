@@ -85,6 +85,7 @@ struct kernels::backend<test_device> : kernels::backend<sinklab::cpu> {
   COUNTED(max_axis_backward)
   COUNTED(sum_all)
   COUNTED(sum_of_squares)
+  COUNTED(sum_of_squares_over)
   COUNTED(first_non_finite)
   COUNTED(softmax_rows)
   COUNTED(softmax_rows_backward)

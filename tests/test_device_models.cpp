@@ -1,7 +1,7 @@
 // Models, optimisers and clipping on a device other than cpu: the models of model_cases.hpp built
 // as Module<T, test_device> (counted_device.hpp: host memory, the CPU's kernels, every call
 // counted) train step for step as on cpu — the same losses bit for bit — and their GEMMs, fused
-// attention, gradient norms (one per parameter per step) and each optimiser's own update go
+// attention, gradient norms (one call for all parameters per step) and each optimiser's own update go
 // through the device's backend. That nothing loops over host memory itself cannot be seen here
 // (the test device's memory is the host's): test_device_seam checks the ops for it, and the GPU
 // test (tests/cuda/test_cuda_models.cu) the whole models. nn::copy_parameters moves trained
@@ -29,8 +29,8 @@ TEST_CASE_TEMPLATE("a language model trains on a second device with the cpu's lo
     const std::vector<float> got = train_lm<Arch, float, test_device>(optimizer, 4);
     CHECK(got == want);
     CHECK(want.back() < want.front());
-    // the model's work reached the device's backend: GEMMs, the fused attention, every
-    // parameter's gradient norm each step, and each optimiser's own update
+    // the model's work reached the device's backend: GEMMs, the fused attention, the gradient
+    // norm each step, and each optimiser's own update
     Rng rng(11);
     typename Arch::template Module<float, cpu> shape_only("", config(), rng);
     const auto n_params = static_cast<int>(nn::parameter_list<float>(shape_only).size());
@@ -46,8 +46,10 @@ TEST_CASE_TEMPLATE("a language model trains on a second device with the cpu's lo
       CHECK(kernel_calls()[update_key<policy::DecayedStep<float>>()] == 4 * matrices);
       CHECK(kernel_calls()[update_key<policy::AdamWUpdate<float>>()] == 4 * (n_params - matrices));
     }
-    // the clipping's norm, and Newton–Schulz's normalisation of each matrix's update
-    CHECK(kernel_calls()["sum_of_squares"] == 4 * (n_params + matrices));
+    // the clipping's norm, one call for all parameters each step, and Newton–Schulz's
+    // normalisation of each matrix's update
+    CHECK(kernel_calls()["sum_of_squares_over"] == 4);
+    CHECK(kernel_calls()["sum_of_squares"] == 4 * matrices);
   }
 }
 

@@ -319,6 +319,25 @@ TEST_CASE_TEMPLATE("clip_grad_norm: scales the global norm to max_norm and retur
   CHECK(optim::grad_norm(pb) == doctest::Approx(1.0).epsilon(std::is_same_v<T, float> ? 1e-6 : 1e-12));
 }
 
+// The list form the norm is taken with: each buffer's sum_of_squares added in order (the bits of
+// a loop over the parameters), empty buffers and an empty list included.
+TEST_CASE_TEMPLATE("sum_of_squares_over: each buffer's sum, added in order", T, float, double) {
+  Rng rng(5);
+  std::vector<Tensor<T>> bufs;
+  for (int64_t n : {0, 1, 4095, 4097, 0, 70001}) bufs.push_back(rng.normal<T>({n}, T(0.1), T(2)));
+  std::vector<const T*> xs;
+  std::vector<int64_t> ns;
+  double want = 0;
+  for (const auto& b : bufs) {
+    xs.push_back(b.data()), ns.push_back(b.numel());
+    want += kernels::cpu::sum_of_squares(b.data(), b.numel());
+  }
+  using K = kernels::backend<cpu>;
+  CHECK(K::sum_of_squares_over(static_cast<int64_t>(xs.size()), xs.data(), ns.data()) == want);
+  CHECK(K::sum_of_squares_over(int64_t{0}, xs.data(), ns.data()) == 0.0);
+  CHECK(K::sum_of_squares_over(int64_t{1}, xs.data(), ns.data()) == 0.0);  // one empty buffer
+}
+
 TEST_CASE_TEMPLATE("clip_grad_norm: non-finite norms are reported and leave gradients alone", T, float, double) {
   Parameter<T> x("x", Tensor<T>::zeros({3}));
   x.grad = tensor<T>({3}, {1, std::numeric_limits<double>::infinity(), 2});

@@ -112,6 +112,29 @@ TEST_CASE("backend<cuda>: attention with no query rows or no keys") {
   }
 }
 
+// The clipping's norm over a list in one call: each buffer's block partials side by side, empty
+// buffers among them, against the CPU's list sum (its order differs: to rounding).
+TEST_CASE("backend<cuda>: sum_of_squares_over a list of buffers equals the cpu's") {
+  Rng rng(3);
+  std::vector<Tensor<float>> host;
+  for (int64_t n : {0, 1, 255, 256, 257, 70000, 0, 3, 600000}) host.push_back(rng.normal<float>({n}, 0.1f, 2.0f));
+  std::vector<Tensor<float, cuda>> dev;
+  std::vector<const float*> hp, dp;
+  std::vector<int64_t> ns;
+  for (const auto& h : host) {
+    dev.push_back(h.to_device<cuda>());
+    hp.push_back(h.data()), dp.push_back(dev.back().data()), ns.push_back(h.numel());
+  }
+  const auto count = static_cast<int64_t>(ns.size());
+  const double want = kernels::backend<cpu>::sum_of_squares_over(count, hp.data(), ns.data());
+  const double got = kernels::backend<cuda>::sum_of_squares_over(count, dp.data(), ns.data());
+  CHECK(want > 0);
+  CHECK(std::abs(got - want) <= 1e-12 * want);
+  CHECK(kernels::backend<cuda>::sum_of_squares_over(int64_t{0}, dp.data(), ns.data()) == 0.0);
+  CHECK(std::abs(kernels::backend<cuda>::sum_of_squares(dp[5], ns[5]) -
+                 kernels::backend<cpu>::sum_of_squares(hp[5], ns[5])) <= 1e-12 * want);
+}
+
 TEST_CASE("backend<cuda>: bad input fails as on the cpu; probes are refused with a message") {
   Tape<float, cuda> tape;
   const auto table = tape.leaf(Tensor<float, cuda>::zeros({5, 4}));

@@ -1,5 +1,5 @@
 // Gradient clipping: by the global L2 norm over a list of parameters, and per value, on the
-// parameters' device: the norm is its backend's sum_of_squares (in double, as on the CPU), the
+// parameters' device: the norm is its backend's sum_of_squares_over the list (in double, as on the CPU), the
 // rescaling and clamping are policy/update.hpp's, run by its apply_update.
 #pragma once
 #include <algorithm>
@@ -30,14 +30,16 @@ bool clipped(const char* who, const autodiff::Parameter<T, Device>* p) {
 
 }  // namespace detail
 
-// L2 norm of all gradients together (parameters with requires_grad = false are left out).
+// L2 norm of all gradients together (parameters with requires_grad = false are left out), in one
+// call of the backend for the whole list: a GPU brings one sum to the host, not one per parameter.
 template <class T, class Device = cpu>
 double grad_norm(const std::vector<autodiff::Parameter<T, Device>*>& params) {
-  double s = 0;
+  std::vector<const T*> grads;
+  std::vector<int64_t> sizes;
   for (const auto* p : params)
-    if (detail::clipped("optim::grad_norm", p))
-      s += kernels::backend<Device>::sum_of_squares(p->grad.data(), p->grad.numel());
-  return std::sqrt(s);
+    if (detail::clipped("optim::grad_norm", p)) grads.push_back(p->grad.data()), sizes.push_back(p->grad.numel());
+  return std::sqrt(
+      kernels::backend<Device>::sum_of_squares_over(static_cast<int64_t>(grads.size()), grads.data(), sizes.data()));
 }
 
 // Scales all gradients by max_norm / total_norm when the total norm exceeds max_norm, so the

@@ -5,7 +5,7 @@
 // every op of autodiff/ on the GPU: include it from a .cu file built by nvcc.
 //
 // Every kernel runs on the default stream, in the order the ops issue them; the launchers return
-// without waiting, except those that return a host value (sum_all, sum_of_squares, first_non_finite,
+// without waiting, except those that return a host value (sum_all, sum_of_squares(_over), first_non_finite,
 // cross_entropy_count and cross_entropy_forward, an embedding's id check), which copy it back, and an attention with
 // kv_lengths (on the host), which copies them over.
 #pragma once
@@ -60,6 +60,7 @@ struct backend<sinklab::cuda> {
   SINKLAB_CUDA_KERNEL(max_axis_backward)
   SINKLAB_CUDA_KERNEL(sum_all)
   SINKLAB_CUDA_KERNEL(sum_of_squares)
+  SINKLAB_CUDA_KERNEL(sum_of_squares_over)
   SINKLAB_CUDA_KERNEL(first_non_finite)
   // rows
   SINKLAB_CUDA_KERNEL(softmax_rows)

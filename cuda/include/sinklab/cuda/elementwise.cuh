@@ -3,7 +3,7 @@
 // (kernels/cpu/elementwise.hpp, reduce.hpp), on device pointers and Tensor<T, cuda>, so
 // kernels::backend<cuda> forwards to them as backend<cpu> forwards to the CPU's. Every kernel
 // runs on the default stream, as memory<cuda> assumes. Four of them wait for the device: sum_all
-// and sum_of_squares (they return their sums to the host), first_non_finite (its index) and
+// and sum_of_squares(_over) (they return their sums to the host), first_non_finite (its index) and
 // embedding_forward (it checks the ids, which live on the device, and throws the CPU's message
 // for a bad one). No kernel uses atomics: each result is
 // the same run to run, and equal to the CPU's bit for bit where the sums run in the CPU's
@@ -413,18 +413,34 @@ T sum_all(const T* x, int64_t n) {
   return v;
 }
 
-// Σ x² over n contiguous elements in double (the gradient clipping's norm, summed in double as the
-// CPU sums it): per-block partials of the squares in double (squares_partials; a double per block,
-// not per element), then sum_all's reduction; returned to the host (waits for the device).
+// Σ x² over `count` buffers (xs[i]: ns[i] contiguous elements) in double (the gradient clipping's
+// norm, summed in double as the CPU sums it): per-block partials of each buffer's squares
+// (squares_partials: a double per block, not per element) side by side in one array, then
+// sum_all's reduction of them all; returned to the host, so the device is waited for once for
+// the whole list (a parameter list's norm took a wait per parameter).
+template <class T>
+double sum_of_squares_over(int64_t count, const T* const* xs, const int64_t* ns) {
+  std::vector<int> blocks(static_cast<std::size_t>(std::max<int64_t>(count, 0)), 0);
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i)
+    if (ns[i] > 0) total += blocks[static_cast<std::size_t>(i)] = std::min(detail::grid_for(ns[i]), kSumAllBlocks);
+  if (total == 0) return 0.0;
+  auto partial = memory<sinklab::cuda>::allocate<double>(static_cast<std::size_t>(total));
+  for (int64_t i = 0, at = 0; i < count; at += blocks[static_cast<std::size_t>(i)], ++i) {
+    if (blocks[static_cast<std::size_t>(i)] == 0) continue;
+    detail::squares_partials_kernel<T>
+        <<<blocks[static_cast<std::size_t>(i)], kThreads, simt::block_sum_shared_bytes<double>(kThreads)>>>(
+            xs[i], ns[i], partial.get() + at);
+    check(cudaGetLastError(), "squares_partials kernel launch");
+  }
+  return sum_all(static_cast<const double*>(partial.get()), total);
+}
+
+// Σ x² over n contiguous elements in double (Newton–Schulz's normalisation): the list form on one
+// buffer (waits for the device).
 template <class T>
 double sum_of_squares(const T* x, int64_t n) {
-  if (n <= 0) return 0.0;
-  const int blocks = std::min(detail::grid_for(n), kSumAllBlocks);
-  auto partial = memory<sinklab::cuda>::allocate<double>(static_cast<std::size_t>(blocks));
-  detail::squares_partials_kernel<T>
-      <<<blocks, kThreads, simt::block_sum_shared_bytes<double>(kThreads)>>>(x, n, partial.get());
-  check(cudaGetLastError(), "squares_partials kernel launch");
-  return sum_all(static_cast<const double*>(partial.get()), int64_t{blocks});
+  return sum_of_squares_over(int64_t{1}, &x, &n);
 }
 
 // Index of the first NaN or ±Inf of n contiguous elements, or -1 (the tape's non-finite guard):

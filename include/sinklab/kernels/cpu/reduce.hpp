@@ -88,7 +88,7 @@ int64_t first_non_finite(const T* x, int64_t n) {
 }
 
 // Σ x² over n contiguous elements in double, over fixed blocks, so the result does not depend on
-// the thread count (the gradient clipping's norm).
+// the thread count (a term of the gradient clipping's norm; Newton–Schulz's normalisation).
 template <class T>
 double sum_of_squares(const T* x, int64_t n) {
   constexpr int64_t kBlock = 4096;
@@ -104,6 +104,16 @@ double sum_of_squares(const T* x, int64_t n) {
   });
   double s = 0;
   for (double p : partial) s += p;
+  return s;
+}
+
+// Σ x² over `count` buffers (xs[i], ns[i] elements), each summed by sum_of_squares and added in
+// order: a parameter list's gradient norm in one call, so that a device's backend can bring one
+// value to the host for the whole list (the GPU's waits once, not once per parameter).
+template <class T>
+double sum_of_squares_over(int64_t count, const T* const* xs, const int64_t* ns) {
+  double s = 0;
+  for (int64_t i = 0; i < count; ++i) s += sum_of_squares(xs[i], ns[i]);
   return s;
 }
 
