@@ -417,7 +417,7 @@ T sum_all(const T* x, int64_t n) {
 // norm, summed in double as the CPU sums it): per-block partials of each buffer's squares
 // (squares_partials: a double per block, not per element) side by side in one array, then
 // sum_all's reduction of them all; returned to the host, so the device is waited for once for
-// the whole list (a parameter list's norm took a wait per parameter).
+// the whole list (a call per parameter would wait once each).
 template <class T>
 double sum_of_squares_over(int64_t count, const T* const* xs, const int64_t* ns) {
   std::vector<int> blocks(static_cast<std::size_t>(std::max<int64_t>(count, 0)), 0);
