@@ -200,4 +200,10 @@ TEST_CASE("gemm_u8s8: bad arguments name what was expected") {
   std::vector<int32_t> c(4);
   CHECK_THROWS_WITH_AS(gemm_u8s8_i32(2, a.data(), 1, 0, p, c.data(), 2), doctest::Contains("lda >= K"), Error);
   CHECK_THROWS_WITH_AS(gemm_u8s8_i32(2, a.data(), 2, 300, p, c.data(), 2), doctest::Contains("zero point"), Error);
+  // No rows: nothing computed, C untouched, on every path.
+  for (S8Path path : {S8Path::Auto, S8Path::Scalar}) {
+    std::vector<int32_t> untouched(4, -7);
+    gemm_u8s8_i32(0, a.data(), 2, 0, p, untouched.data(), 2, path);
+    CHECK(untouched == std::vector<int32_t>(4, -7));
+  }
 }
