@@ -423,8 +423,9 @@ TEST_CASE_TEMPLATE("CUDA sum_of_squares on the emulator equals the CPU's, in dou
     const double want = kernels::cpu::sum_of_squares(x.data(), n);
     std::vector<double> partial(3, -7.0);
     double total = -7.0;
-    simt::emulate(3, 64, simt::block_sum_shared_bytes<double>(64),
-                  [&](simt::Emulated& ctx) { kernels::cuda::squares_partials(ctx, x.data(), n, partial.data()); });
+    simt::emulate(3, 64, simt::block_sum_shared_bytes<double>(64), [&](simt::Emulated& ctx) {
+      kernels::cuda::sum_partials(ctx, x.data(), n, partial.data(), kernels::cuda::SquareInDouble{});
+    });
     simt::emulate(1, 32, simt::block_sum_shared_bytes<double>(32),
                   [&](simt::Emulated& ctx) { kernels::cuda::sum_partials(ctx, partial.data(), int64_t{3}, &total); });
     CHECK(std::abs(total - want) <= 1e-14 * want);

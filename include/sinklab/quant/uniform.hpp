@@ -64,7 +64,8 @@ struct UniformQuantizer {
     const V q = round_half_even(x / V(static_cast<double>(scale))) + V(static_cast<double>(zero_point));
     return min(max(q, V(static_cast<double>(qmin))), V(static_cast<double>(qmax)));
   }
-  int32_t quantize(double x) const { return static_cast<int32_t>(code(x)); }
+  // A NaN gives qmin, as quantize_row gives it (its cast to int32 would be undefined).
+  int32_t quantize(double x) const { return x != x ? qmin : static_cast<int32_t>(code(x)); }
 
   // out[j] = quantize(x[j]) for j < n (Code holds [qmin, qmax]); a NaN gives qmin. A plain loop,
   // which compilers vectorise (vcvtps2pd, vdivpd, vrndscalepd): std::nearbyint rounds half to even
@@ -101,11 +102,8 @@ void for_each_code_chunk(const T* x, int64_t n, const UniformQuantizer& q, F&& f
     const int64_t m = std::min(kChunk, n - i0);
     if (nearest) {
       q.quantize_row(x + i0, m, codes);
-    } else {  // a NaN gives qmin, as quantize_row gives it
-      for (int64_t j = 0; j < m; ++j) {
-        const double v = static_cast<double>(x[i0 + j]);
-        codes[j] = v != v ? q.qmin : q.quantize(v);
-      }
+    } else {
+      for (int64_t j = 0; j < m; ++j) codes[j] = q.quantize(static_cast<double>(x[i0 + j]));
     }
     f(i0, m, static_cast<const int32_t*>(codes));
   }

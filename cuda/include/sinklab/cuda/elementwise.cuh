@@ -129,7 +129,7 @@ __global__ void sum_partials_kernel(const T* x, int64_t n, T* out) {
 template <class T>
 __global__ void squares_partials_kernel(const T* x, int64_t n, double* out) {
   simt::Cuda ctx;
-  kernels::cuda::squares_partials(ctx, x, n, out);
+  kernels::cuda::sum_partials(ctx, x, n, out, kernels::cuda::SquareInDouble{});
 }
 template <class T>
 __global__ void first_non_finite_kernel(const T* x, int64_t n, int64_t* out) {
@@ -415,7 +415,7 @@ T sum_all(const T* x, int64_t n) {
 
 // Σ x² over `count` buffers (xs[i]: ns[i] contiguous elements) in double (the gradient clipping's
 // norm, summed in double as the CPU sums it): per-block partials of each buffer's squares
-// (squares_partials: a double per block, not per element) side by side in one array, then
+// (squares_partials_kernel: a double per block, not per element) side by side in one array, then
 // sum_all's reduction of them all; returned to the host, so the device is waited for once for
 // the whole list (a call per parameter would wait once each).
 template <class T>
@@ -431,7 +431,7 @@ double sum_of_squares_over(int64_t count, const T* const* xs, const int64_t* ns)
     detail::squares_partials_kernel<T>
         <<<blocks[static_cast<std::size_t>(i)], kThreads, simt::block_sum_shared_bytes<double>(kThreads)>>>(
             xs[i], ns[i], partial.get() + at);
-    check(cudaGetLastError(), "squares_partials kernel launch");
+    check(cudaGetLastError(), "squares_partials_kernel launch");
   }
   return sum_all(static_cast<const double*>(partial.get()), total);
 }

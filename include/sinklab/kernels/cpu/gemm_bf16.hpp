@@ -67,9 +67,9 @@ inline float at(const float* X, int64_t ld, bool trans, int64_t r, int64_t k) {
 
 // The packing of the native path converts 32 floats per instruction (vcvtne2ps2bf16: round to
 // nearest even, as to_bf16, except that fp32 denormals, |x| < 1.2e-38, become ±0 where to_bf16
-// keeps them as bf16 denormals); edges not a whole vector wide are packed one element at a time
-// (a transposed A's last rows with masked loads). At N = 1024 the scalar packing took a fifth of
-// the product.
+// keeps them as bf16 denormals); edges not a whole vector wide are packed one element at a time,
+// except a transposed A's last rows (masked loads) and a transposed B's last columns (zero
+// vectors). At N = 1024 the scalar packing took a fifth of the product.
 
 // 32 consecutive floats → 32 bf16 in order.
 SINKLAB_TARGET_BF16 inline __m512i bf16x32(const float* x) {
@@ -111,25 +111,19 @@ SINKLAB_TARGET_BF16 inline void pack_b_native(bool tb, const float* B, int64_t l
   // op(B)[k, j] = B[j·ldb + k]: a row of B is a column of op(B), its pairs already adjacent: 32 k
   // of 16 columns are 16 vectors of pair words, transposed in registers into 16 pair rows of the
   // panel (stored a word at a time, they cost a tenth of g·Wᵀ at 2048 × 256 × 1376).
-  const int64_t k32 = kc / 32 * 32, n16 = nc / 16 * 16;
-  alignas(64) uint32_t words[16];
+  // Past nc the vectors are zeros: they fill the panel's zero columns (NR is a multiple of 16).
+  const int64_t k32 = kc / 32 * 32;
   auto* Bw = reinterpret_cast<uint32_t*>(Bp);  // one word per pair and column: Bw[p·NR + j]
-  for (int64_t j0 = 0; j0 < n16; j0 += 16)
+  for (int64_t j0 = 0; j0 < nc; j0 += 16)
     for (int64_t k = 0; k < k32; k += 32) {
       __m512 w[16];
-      for (int c = 0; c < 16; ++c) w[c] = _mm512_castsi512_ps(bf16x32(B + (n0 + j0 + c) * ldb + k0 + k));
+      for (int c = 0; c < 16; ++c)
+        w[c] = j0 + c < nc ? _mm512_castsi512_ps(bf16x32(B + (n0 + j0 + c) * ldb + k0 + k)) : _mm512_setzero_ps();
       transpose16x16(w);
       for (int t = 0; t < 16; ++t) _mm512_storeu_si512(Bw + (k / 2 + t) * NR + j0, _mm512_castps_si512(w[t]));
     }
-  for (int64_t j = 0; j < nc; ++j) {  // the columns past n16, and every column's k past k32
-    const float* src = B + (n0 + j) * ldb + k0;
-    if (j >= n16)
-      for (int64_t k = 0; k < k32; k += 32) {
-        _mm512_store_si512(words, bf16x32(src + k));
-        for (int64_t t = 0; t < 16; ++t) Bw[(k / 2 + t) * NR + j] = words[t];
-      }
-    for (int64_t k = k32; k < kc; ++k) Bp[(k / 2) * NR * 2 + 2 * j + (k & 1)] = to_bf16(src[k]);
-  }
+  for (int64_t j = 0; j < nc; ++j)  // every column's k past k32
+    for (int64_t k = k32; k < kc; ++k) Bp[(k / 2) * NR * 2 + 2 * j + (k & 1)] = to_bf16(B[(n0 + j) * ldb + k0 + k]);
 }
 
 // pack_a, 32 k or 16 rows at a time, rows `ld` ≥ ⌈kc/2⌉ words apart (the words past the pairs are

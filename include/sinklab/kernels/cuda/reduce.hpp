@@ -65,24 +65,28 @@ SINKLAB_HD void sum_rows(Ctx& ctx, const T* x, T* out, int64_t rows, int64_t n) 
   }
 }
 
-// out[b] = the sum of block b's grid-stride share of x[0, n): with one block, out[0] = Σ x.
-template <class Ctx, class T>
-SINKLAB_HD void sum_partials(Ctx& ctx, const T* x, int64_t n, T* out) {
-  T acc = T(0);
-  for (int64_t k = ctx.block() * ctx.threads() + ctx.thread(); k < n; k += ctx.blocks() * ctx.threads()) acc += x[k];
-  acc = simt::block_sum(ctx, acc, ctx.template shared<T>());
-  if (ctx.thread() == 0) out[ctx.block()] = acc;
-}
+struct Identity {
+  template <class T>
+  SINKLAB_HD T operator()(T x) const {
+    return x;
+  }
+};
+// x² in double whatever x's type: the gradient norm's terms, summed in double as the CPU's
+// clipping sums them.
+struct SquareInDouble {
+  template <class T>
+  SINKLAB_HD double operator()(T x) const {
+    return static_cast<double>(x) * static_cast<double>(x);
+  }
+};
 
-// out[b] = Σ x[k]² in double over block b's grid-stride share of x[0, n): the gradient norm's
-// terms, summed in double whatever T is, as the CPU's clipping sums them (sum_partials then adds
-// the blocks' partials).
-template <class Ctx, class T>
-SINKLAB_HD void squares_partials(Ctx& ctx, const T* x, int64_t n, double* out) {
-  double acc = 0.0;
-  for (int64_t k = ctx.block() * ctx.threads() + ctx.thread(); k < n; k += ctx.blocks() * ctx.threads())
-    acc += static_cast<double>(x[k]) * static_cast<double>(x[k]);
-  acc = simt::block_sum(ctx, acc, ctx.template shared<double>());
+// out[b] = Σ f(x[k]) over block b's grid-stride share of x[0, n), summed in out's type: with one
+// block, out[0] = Σ f(x).
+template <class Ctx, class T, class Acc, class F = Identity>
+SINKLAB_HD void sum_partials(Ctx& ctx, const T* x, int64_t n, Acc* out, F f = {}) {
+  Acc acc = Acc(0);
+  for (int64_t k = ctx.block() * ctx.threads() + ctx.thread(); k < n; k += ctx.blocks() * ctx.threads()) acc += f(x[k]);
+  acc = simt::block_sum(ctx, acc, ctx.template shared<Acc>());
   if (ctx.thread() == 0) out[ctx.block()] = acc;
 }
 
