@@ -28,7 +28,7 @@
 #include "sinklab/core/config.hpp"
 
 #if !defined(__CUDACC__)  // the emulator is for host compilers; nvcc builds get simt::Cuda
-#include <condition_variable>
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -62,34 +62,43 @@ struct Cuda {
     for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
   }
+  // Lane (lane ^ mask)'s v, on every lane of the warp.
+  template <class T>
+  __device__ T shfl_xor(T v, int mask) const {
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+  }
 };
 #endif
 
 #if !defined(__CUDACC__)
-// A reusable barrier for n threads. Not std::barrier: with GCC 12's, emulated kernels give wrong
-// results now and then on a loaded machine (as if a phase let a thread through early); a mutex
-// and a generation count leave no doubt, and the emulator runs tiny grids where their cost does
-// not matter.
+// A reusable barrier for n threads: an arrival count and a generation the waiters watch
+// (std::atomic wait/notify, a futex, after a few yields: the emulator runs far more threads than
+// cores and meets at a barrier for every warp instruction, so a mutex and a condition variable
+// cost twice the time). Not std::barrier: with GCC 12's, emulated kernels gave wrong results now
+// and then on a loaded machine (as if a phase let a thread through early). The last arrival
+// resets the count before it advances the generation, so a thread released into the next phase
+// always finds the count at zero.
 class Barrier {
  public:
   explicit Barrier(int64_t n) : n_(n) {}
   void arrive_and_wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const uint64_t generation = generation_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
+    const uint32_t generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+      generation_.notify_all();
       return;
     }
-    cv_.wait(lock, [&] { return generation_ != generation; });
+    for (int spin = 0; spin < 16 && generation_.load(std::memory_order_acquire) == generation; ++spin)
+      std::this_thread::yield();
+    while (generation_.load(std::memory_order_acquire) == generation)
+      generation_.wait(generation, std::memory_order_acquire);
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int64_t n_, arrived_ = 0;
-  uint64_t generation_ = 0;
+  const int64_t n_;
+  std::atomic<int64_t> arrived_{0};
+  std::atomic<uint32_t> generation_{0};
 };
 
 // One emulated CUDA thread: its indices, its block's barrier, shared memory and warp exchange.
@@ -100,12 +109,28 @@ class Emulated {
     Barrier all;
     std::vector<std::unique_ptr<Barrier>> warps;
     std::vector<double> exchange;  // kWarp slots per warp (any T up to 8 bytes)
+    std::vector<uint64_t> words;   // kWords per thread: the operands of a warp's matrix instruction
     std::vector<std::max_align_t> shared;
-    Block(int64_t n, std::size_t shared_bytes)
-        : threads(n), all(n), exchange(static_cast<std::size_t>(n)),
-          shared((shared_bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)) {
+    std::size_t shared_bytes;
+    Block(int64_t n, std::size_t bytes)
+        : threads(n), all(n), exchange(static_cast<std::size_t>(n)), words(static_cast<std::size_t>(n) * kWords),
+          shared((bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)), shared_bytes(bytes) {
       for (int64_t w = 0; w < n / kWarp; ++w) warps.push_back(std::make_unique<Barrier>(kWarp));
     }
+  };
+
+  static constexpr int kWords = 16;
+
+  // One cp.async of this thread: `bytes` from src to dst (zeros when src is null), performed when
+  // a cp.async.wait_group lets its group complete (simt_mma.hpp).
+  struct AsyncCopy {
+    void* dst;
+    const void* src;
+    int bytes;
+  };
+  struct AsyncCopies {
+    std::vector<AsyncCopy> open;                 // issued since the last commit
+    std::vector<std::vector<AsyncCopy>> groups;  // committed, oldest first
   };
 
   Emulated(Block& b, int64_t thread, int64_t block, int64_t blocks)
@@ -135,10 +160,42 @@ class Emulated {
     }
     return v;
   }
+  template <class T>
+  T shfl_xor(T v, int mask) const {
+    static_assert(sizeof(T) <= sizeof(double), "simt::Emulated::shfl_xor: values of up to 8 bytes");
+    Barrier& warp = *b_->warps[static_cast<std::size_t>(thread_ / kWarp)];
+    T* slots = reinterpret_cast<T*>(b_->exchange.data() + (thread_ / kWarp) * kWarp);
+    slots[lane()] = v;
+    warp.arrive_and_wait();
+    const T other = slots[lane() ^ mask];
+    warp.arrive_and_wait();
+    return other;
+  }
+
+  // The warp's exchange for matrix instructions (simt_mma.hpp): this thread posts n ≤ kWords
+  // words, then read(words) sees every lane's (lane l's at words[l · kWords]); the warp meets
+  // before and after, so the slots are free again on return.
+  template <class Read>
+  void warp_exchange(const uint64_t* mine, int n, Read&& read) const {
+    Barrier& warp = *b_->warps[static_cast<std::size_t>(thread_ / kWarp)];
+    uint64_t* slots = b_->words.data() + (thread_ / kWarp) * kWarp * kWords;
+    for (int x = 0; x < n; ++x) slots[lane() * kWords + x] = mine[x];
+    warp.arrive_and_wait();
+    read(static_cast<const uint64_t*>(slots));
+    warp.arrive_and_wait();
+  }
+  // Whether [p, p + bytes) lies in this block's shared memory.
+  bool in_shared(const void* p, std::size_t bytes) const {
+    const auto* base = reinterpret_cast<const unsigned char*>(b_->shared.data());
+    const auto* c = static_cast<const unsigned char*>(p);
+    return c >= base && c + bytes <= base + b_->shared_bytes;
+  }
+  AsyncCopies& async_copies() { return async_; }
 
  private:
   Block* b_;
   int64_t thread_, block_, blocks_;
+  AsyncCopies async_;
 };
 
 // Runs body(ctx) for every thread of a grid of `grid` blocks of `block` threads with
