@@ -1,0 +1,263 @@
+// Fused attention forward on the tensor cores (FlashAttention-2's loop), written against a SIMT
+// context (kernels/simt.hpp, simt_mma.hpp) and instantiated from the same score:: / mask::
+// policies as every other attention kernel: the policy's element math (OnlineRow, weight, the
+// row constants, a logits transform) is applied to the accumulator fragments' elements.
+//
+// A block of four warps holds 64 query rows of one (batch, head), 16 per warp; key and value
+// tiles of 64 rows stream through shared memory, double-buffered with cp.async (the next tile is
+// in flight while the warps work on this one). Per tile and warp: S = Q·Kᵀ (16 × 64, mma.m16n8k16
+// on E = bf16 or fp16 codes, float sums), the scores scaled and masked, the row update of the
+// score family, then O += W·V with W packed from S's registers (attention_mma.hpp):
+//
+//   softmax family  one pass, the online normaliser of each row (score::OnlineRow, a sink starts
+//                   the row) kept identical on the four lanes that hold the row; out = O / l, lse
+//   clipped softmax two passes: the first finds lse, the second aggregates clip(weight(p)) · v
+//   point-wise      one pass, w = c_i · h(s + b_i) with the score's row constants; lse untouched
+//
+// The row update is the only place the families differ (RowUpdate below); the loop never asks.
+// Shapes: q [B, H, T, D], k, v [B, H_kv, S, D] as dense codes of E; out [B, H, T, D] and lse
+// [B, H, T] float; kv_lengths as AttentionShape says. D is 64 or 128. The weights are rounded to
+// E before W·V, as FlashAttention-2 rounds P; the scores and the normaliser stay float.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "sinklab/kernels/cuda/attention_forward.hpp"
+#include "sinklab/kernels/cuda/attention_mma.hpp"
+
+namespace sinklab::kernels::cuda {
+
+template <int D>
+SINKLAB_HD constexpr std::size_t attention_mma_forward_shared_bytes() {
+  return static_cast<std::size_t>(5 * mma::Tile<D>::kElems) * sizeof(uint16_t);  // Q, K ×2, V ×2
+}
+SINKLAB_HD inline int64_t attention_mma_forward_blocks(const AttentionShape& sh) {
+  return sh.B * sh.H * ((sh.T + mma::kRows - 1) / mma::kRows);
+}
+
+namespace mma {
+
+// One thread's part of the row update: its two rows (g and g + 8 of its warp's 16), what each
+// saw, and how a tile's scores become weights. `s` holds the tile's scaled (transformed) logits
+// and `seen[x]` whether element x of each n-tile is a visible key; after the update s holds the
+// weights that multiply V (0 where not visible) and `alpha[h]` the factor row h's partial output
+// is rescaled by first.
+template <class Score, bool SecondPass = false>
+struct RowUpdate;
+
+template <class Score>
+  requires(Score::family == score::Family::Normalised && !Score::clipped)
+struct RowUpdate<Score, false> {
+  score::OnlineRow<float> row[2];
+  template <class A>
+  SINKLAB_HD RowUpdate(const Score& sc, const A& args, int64_t head, int64_t, int64_t, int64_t)
+      : row{sc.template start<float>(args, head), sc.template start<float>(args, head)} {}
+
+  template <class Ctx, int N>
+  SINKLAB_HD void tile(Ctx& ctx, const Score&, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
+    using std::exp;
+    for (int h = 0; h < 2; ++h) {
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int n = 0; n < N; ++n)
+        for (int x = 2 * h; x < 2 * h + 2; ++x)
+          if (seen[n][x]) mx = mx < s[n][x] ? s[n][x] : mx;
+      alpha[h] = row[h].rescale(quad_max(ctx, mx));
+      const float shift = row[h].shift();
+      float sum = 0.f;
+      for (int n = 0; n < N; ++n)
+        for (int x = 2 * h; x < 2 * h + 2; ++x) sum += (s[n][x] = seen[n][x] ? exp(s[n][x] - shift) : 0.f);
+      row[h].add(quad_sum(ctx, sum));
+    }
+  }
+  SINKLAB_HD float out_scale(int h) const { return row[h].sum() > 0.f ? 1.f / row[h].sum() : 0.f; }
+  SINKLAB_HD float lse(int h) const { return row[h].lse(); }
+};
+
+// Clipped softmax, first pass: the normaliser only (no weights, no output).
+template <class Score>
+  requires(Score::clipped)
+struct RowUpdate<Score, false> {
+  score::OnlineRow<float> row[2];
+  template <class A>
+  SINKLAB_HD RowUpdate(const Score& sc, const A& args, int64_t head, int64_t, int64_t, int64_t)
+      : row{sc.template start<float>(args, head), sc.template start<float>(args, head)} {}
+  template <class Ctx, int N>
+  SINKLAB_HD void tile(Ctx& ctx, const Score&, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
+    using std::exp;
+    for (int h = 0; h < 2; ++h) {
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int n = 0; n < N; ++n)
+        for (int x = 2 * h; x < 2 * h + 2; ++x)
+          if (seen[n][x]) mx = mx < s[n][x] ? s[n][x] : mx;
+      alpha[h] = row[h].rescale(quad_max(ctx, mx));
+      const float shift = row[h].shift();
+      float sum = 0.f;
+      for (int n = 0; n < N; ++n)
+        for (int x = 2 * h; x < 2 * h + 2; ++x) sum += seen[n][x] ? exp(s[n][x] - shift) : 0.f;
+      row[h].add(quad_sum(ctx, sum));
+    }
+  }
+  SINKLAB_HD float lse(int h) const { return row[h].lse(); }
+};
+
+// Clipped softmax, second pass: w = weight(e^{s − lse}) with the first pass's lse.
+template <class Score>
+  requires(Score::clipped)
+struct RowUpdate<Score, true> {
+  float lse_row[2];
+  SINKLAB_HD RowUpdate(float lse0, float lse1) : lse_row{lse0, lse1} {}
+  template <class Ctx, int N>
+  SINKLAB_HD void tile(Ctx&, const Score& sc, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
+    using std::exp;
+    for (int n = 0; n < N; ++n)
+      for (int x = 0; x < 4; ++x) {
+        const float l = lse_row[x / 2];
+        s[n][x] = seen[n][x] && l != -std::numeric_limits<float>::infinity()
+                      ? static_cast<float>(sc.weight(exp(s[n][x] - l)))
+                      : 0.f;
+      }
+    alpha[0] = alpha[1] = 1.f;
+  }
+  SINKLAB_HD float out_scale(int) const { return 1.f; }
+};
+
+// Point-wise scores: w = c_i · h(s + b_i), the row constants from the row's visible keys.
+template <class Score>
+  requires(Score::family == score::Family::Pointwise)
+struct RowUpdate<Score, false> {
+  float c[2], b[2];
+  template <class A>
+  SINKLAB_HD RowUpdate(const Score& sc, const A&, int64_t, int64_t e0, int64_t e1, int64_t kvlen) {
+    const score::RowConstants r0 = sc.row(e0, kvlen), r1 = sc.row(e1, kvlen);
+    c[0] = static_cast<float>(r0.scale), b[0] = static_cast<float>(r0.bias);
+    c[1] = static_cast<float>(r1.scale), b[1] = static_cast<float>(r1.bias);
+  }
+  template <class Ctx, int N>
+  SINKLAB_HD void tile(Ctx&, const Score& sc, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
+    for (int n = 0; n < N; ++n)
+      for (int x = 0; x < 4; ++x)
+        s[n][x] = seen[n][x] ? static_cast<float>(sc.weight(s[n][x], c[x / 2], b[x / 2])) : 0.f;
+    alpha[0] = alpha[1] = 1.f;
+  }
+  SINKLAB_HD float out_scale(int) const { return 1.f; }
+};
+
+}  // namespace mma
+
+template <class E, int D, class Ctx, class Score, class Mask>
+SINKLAB_HD void attention_mma_forward(Ctx& ctx, const Score& score, const typename Score::template Args<float>& args,
+                                      const uint16_t* q, const uint16_t* k, const uint16_t* v, float* out, float* lse,
+                                      const AttentionShape& sh) {
+  using mma::kRows;
+  constexpr int N = kRows / 8;  // n-tiles of a score tile
+  constexpr bool normalised = Score::family == score::Family::Normalised;
+  const int tid = static_cast<int>(ctx.thread()), warp = tid / simt::kWarp, lane = ctx.lane();
+  const int g = lane / 4, t = lane % 4;
+  const int64_t query_blocks = (sh.T + kRows - 1) / kRows, group = sh.H / sh.Hkv;
+  const float scale = detail::attention_scale<float>(sh);
+  uint16_t* qs = ctx.template shared<uint16_t>();
+  uint16_t* ks = qs + mma::Tile<D>::kElems;  // two buffers
+  uint16_t* vs = ks + 2 * mma::Tile<D>::kElems;
+
+  for (int64_t blk = ctx.block(); blk < sh.B * sh.H * query_blocks; blk += ctx.blocks()) {
+    const int64_t bh = blk / query_blocks, qb = blk % query_blocks;
+    const int64_t b = bh / sh.H, h = bh % sh.H, hk = h / group, q0 = qb * kRows;
+    const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
+    const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    const int64_t e[2] = {rows[0] < sh.T ? Mask::key_end(rows[0], sh.T, sh.S, kvlen) : 0,
+                          rows[1] < sh.T ? Mask::key_end(rows[1], sh.T, sh.S, kvlen) : 0};
+    const int64_t kend = detail::block_key_end<Mask>(qb, kRows, sh.T, sh.S, kvlen);
+    const uint16_t* kb = k + (b * sh.Hkv + hk) * sh.S * D;
+    const uint16_t* vb = v + (b * sh.Hkv + hk) * sh.S * D;
+    const int64_t tiles = (kend + kRows - 1) / kRows;
+    float o[D / 8][4];
+    mma::zero(o);
+
+    // One sweep over the key tiles: the row update turns each tile's scores into weights, which
+    // multiply V unless the update only gathers statistics (clipped softmax's first pass).
+    auto sweep = [&](auto& update, bool accumulate) {
+      mma::load_tile<D>(ctx, qs, q + (bh * sh.T + q0) * D, sh.T - q0);
+      for (int64_t j = 0; j < tiles; ++j) {
+        const int buf = static_cast<int>(j % 2);
+        if (j == 0) {
+          mma::load_tile<D>(ctx, ks, kb, kend);
+          mma::load_tile<D>(ctx, vs, vb, kend);
+          simt::cp_async_commit(ctx);
+        }
+        if (j + 1 < tiles) {  // the next tile into the other buffer, freed by the last sync
+          const int64_t j0 = (j + 1) * kRows;
+          mma::load_tile<D>(ctx, ks + (1 - buf) * mma::Tile<D>::kElems, kb + j0 * D, kend - j0);
+          mma::load_tile<D>(ctx, vs + (1 - buf) * mma::Tile<D>::kElems, vb + j0 * D, kend - j0);
+          simt::cp_async_commit(ctx);
+          simt::cp_async_wait<1>(ctx);
+        } else {
+          simt::cp_async_wait<0>(ctx);
+        }
+        ctx.sync();
+        // A warp none of whose rows sees this tile skips it (the condition is the warp's own).
+        if (mma::sees_from<Mask>(q0 + warp * 16, 16, sh.T, sh.T, sh.S, kvlen, j * kRows)) {
+          float s[N][4];
+          bool seen[N][4];
+          mma::zero(s);
+          mma::mma_abt<E, D, kRows>(ctx, s, qs, warp * 16, ks + buf * mma::Tile<D>::kElems, 0);
+          for (int n = 0; n < N; ++n)
+            for (int x = 0; x < 4; ++x) {
+              const int64_t col = j * kRows + 8 * n + 2 * t + x % 2;
+              seen[n][x] = col < e[x / 2];
+              float sv = s[n][x] * scale;
+              if constexpr (score::HasLogitsTransform<Score>) sv = static_cast<float>(score.logits(sv));
+              s[n][x] = sv;
+            }
+          float alpha[2];
+          update.tile(ctx, score, s, seen, alpha);
+          if (accumulate) {
+            for (int n = 0; n < D / 8; ++n)
+              for (int x = 0; x < 4; ++x) o[n][x] *= alpha[x / 2];
+            uint32_t w[kRows / 16][4];
+            mma::pack_a<E, kRows>(s, w);
+            mma::mma_pb<E, D, kRows>(ctx, o, w, vs + buf * mma::Tile<D>::kElems, 0);
+          }
+        }
+        ctx.sync();  // every warp is done with this buffer before it is refilled
+      }
+      if (tiles == 0) {  // nothing to sweep: complete the query tile's copies all the same
+        simt::cp_async_commit(ctx);
+        simt::cp_async_wait<0>(ctx);
+        ctx.sync();
+      }
+    };
+
+    auto store = [&](auto& update) {
+      for (int hh = 0; hh < 2; ++hh) {
+        if (rows[hh] >= sh.T) continue;
+        const float f = update.out_scale(hh);
+        float* dst = out + (bh * sh.T + rows[hh]) * D + 2 * t;
+        for (int n = 0; n < D / 8; ++n) {
+          dst[8 * n] = o[n][2 * hh] * f;
+          dst[8 * n + 1] = o[n][2 * hh + 1] * f;
+        }
+      }
+    };
+
+    if constexpr (normalised && Score::clipped) {
+      mma::RowUpdate<Score, false> stats(score, args, h, e[0], e[1], kvlen);
+      sweep(stats, false);
+      mma::RowUpdate<Score, true> weights(stats.lse(0), stats.lse(1));
+      sweep(weights, true);
+      store(weights);
+      for (int hh = 0; hh < 2; ++hh)
+        if (t == 0 && rows[hh] < sh.T) lse[bh * sh.T + rows[hh]] = stats.lse(hh);
+    } else {
+      mma::RowUpdate<Score, false> update(score, args, h, e[0], e[1], kvlen);
+      sweep(update, true);
+      store(update);
+      if constexpr (normalised)
+        for (int hh = 0; hh < 2; ++hh)
+          if (t == 0 && rows[hh] < sh.T) lse[bh * sh.T + rows[hh]] = update.lse(hh);
+    }
+  }
+}
+
+}  // namespace sinklab::kernels::cuda
