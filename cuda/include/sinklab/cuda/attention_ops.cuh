@@ -13,9 +13,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/cuda/attention.cuh"
+#include "sinklab/cuda/attention_mma.cuh"
 #include "sinklab/cuda/memory.cuh"
 #include "sinklab/kernels/cpu/attention_common.hpp"
 #include "sinklab/kernels/cpu/attention_transforms.hpp"
@@ -51,6 +54,28 @@ AttentionLaunch attention_launch(int64_t d) {
 }
 
 namespace detail {
+
+// Whether a float attention takes the tensor-core kernels (attention_mma.cuh): precision bf16
+// (the tape's autocast), head size 64 or 128, and a GPU of sm_80 or later.
+template <class T>
+bool use_mma(const kernels::AttentionOptions& opt, int64_t d) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (opt.precision != kernels::Precision::bf16 || !attention_mma_supports(d)) return false;
+    int dev = 0, major = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+    return major >= 8;
+  }
+}
+// A dense float tensor's bf16 codes in scratch from the device's block cache.
+inline std::shared_ptr<uint16_t[]> bf16_codes(const DeviceTensor<float>& x) {
+  const auto n = static_cast<std::size_t>(x.numel());
+  std::shared_ptr<uint16_t[]> codes = memory<cuda>::allocate<uint16_t>(n > 0 ? n : 1);
+  attention_mma_codes<simt::Bf16>(x.data(), x.numel(), codes.get());
+  return codes;
+}
 
 inline DeviceTensor<int64_t> kv_lengths_on_device(const kernels::AttentionOptions& opt) {
   if (!opt.kv_lengths.defined()) return {};
@@ -141,9 +166,19 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   // Every element of out is written (a row that sees no key gets zeros), so it starts empty.
   DeviceTensor<T> out = dense_into ? out_into : DeviceTensor<T>::empty({dm.B, dm.H, dm.T, dm.d});
   if constexpr (Score::family == score::Family::Normalised) res.lse = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
-  attention_forward<Score, Mask, T>(score, score.args(params), q.data(), k.data(), v.data(), out.data(),
-                                    res.lse.defined() ? res.lse.data() : nullptr, detail::attention_shape(dm, opt, kv),
-                                    attention_launch<T>(dm.d));
+  const bool mma = detail::use_mma<T>(opt, dm.d);
+  if constexpr (std::is_same_v<T, float>) {
+    if (mma) {  // bf16 operands on the tensor cores, float results
+      const auto q16 = detail::bf16_codes(q), k16 = detail::bf16_codes(k), v16 = detail::bf16_codes(v);
+      attention_mma_forward<simt::Bf16, Score, Mask>(score, score.args(params), q16.get(), k16.get(), v16.get(),
+                                                     out.data(), res.lse.defined() ? res.lse.data() : nullptr,
+                                                     detail::attention_shape(dm, opt, kv));
+    }
+  }
+  if (!mma)
+    attention_forward<Score, Mask, T>(score, score.args(params), q.data(), k.data(), v.data(), out.data(),
+                                      res.lse.defined() ? res.lse.data() : nullptr,
+                                      detail::attention_shape(dm, opt, kv), attention_launch<T>(dm.d));
   if (out_into.defined() && !dense_into) {
     DeviceTensor<T> view = out_into;
     view.copy_from(out);
@@ -182,6 +217,17 @@ kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
   if constexpr (Score::has_sink) {
     row_grad = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
     dparam = detail::single_parameter<T>(g.dscore, kernel);
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (detail::use_mma<T>(opt, dm.d)) {
+      const auto q16 = detail::bf16_codes(q), k16 = detail::bf16_codes(k), v16 = detail::bf16_codes(v),
+                 do16 = detail::bf16_codes(dout);
+      attention_mma_backward<simt::Bf16, Score, Mask>(
+          score, score.args(params), q16.get(), k16.get(), v16.get(), out.data(), normalised ? fwd.lse.data() : nullptr,
+          do16.get(), g.dq.data(), g.dk.data(), g.dv.data(), dparam, D.defined() ? D.data() : nullptr,
+          row_grad.defined() ? row_grad.data() : nullptr, detail::attention_shape(dm, opt, kv));
+      return g;
+    }
   }
   attention_backward<Score, Mask, T>(score, score.args(params), q.data(), k.data(), v.data(), out.data(),
                                      normalised ? fwd.lse.data() : nullptr, dout.data(), g.dq.data(), g.dk.data(),
