@@ -16,6 +16,7 @@ namespace sinklab::mask {
 struct Causal {
   static constexpr bool causal = true;
   static constexpr const char* name = "causal";
+  static constexpr bool nondecreasing = true;  // key_end(i) ≤ key_end(i + 1)
   SINKLAB_HD static int64_t key_end(int64_t i, int64_t T, int64_t S, int64_t kv_len) {
     int64_t e = i + (S - T) + 1;
     e = e < kv_len ? e : kv_len;
@@ -26,6 +27,7 @@ struct Causal {
 struct Bidirectional {
   static constexpr bool causal = false;
   static constexpr const char* name = "bidirectional";
+  static constexpr bool nondecreasing = true;
   SINKLAB_HD static int64_t key_end(int64_t /*i*/, int64_t /*T*/, int64_t /*S*/, int64_t kv_len) {
     return kv_len > 0 ? kv_len : 0;
   }
@@ -33,6 +35,8 @@ struct Bidirectional {
 
 // What a mask provides: key_end(i, T, S, kv_len), the end of query i's visible prefix of keys
 // (SINKLAB_HD; a prefix is what lets the fused kernels skip whole key blocks), `causal` and a name.
+// Optional: `nondecreasing = true` when key_end never falls as i grows, so the last row of a block
+// of queries sees the furthest (max_key_end reads one row instead of all).
 template <class M>
 concept Policy = requires(int64_t n) {
   { M::causal } -> std::convertible_to<bool>;
@@ -42,5 +46,21 @@ concept Policy = requires(int64_t n) {
 
 template <class M>
 inline constexpr bool is_policy_v = Policy<M>;
+
+// The furthest key end over rows [r0, r1) (0 for no rows).
+template <class M>
+SINKLAB_HD int64_t max_key_end(int64_t r0, int64_t r1, int64_t T, int64_t S, int64_t kv_len) {
+  if (r1 <= r0) return 0;
+  if constexpr (requires { requires M::nondecreasing; }) {
+    return M::key_end(r1 - 1, T, S, kv_len);
+  } else {
+    int64_t e = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t x = M::key_end(r, T, S, kv_len);
+      e = x > e ? x : e;
+    }
+    return e;
+  }
+}
 
 }  // namespace sinklab::mask

@@ -23,6 +23,7 @@
 #include "sinklab/core/config.hpp"
 #include "sinklab/kernels/simt.hpp"
 #include "sinklab/kernels/simt_mma.hpp"
+#include "sinklab/policy/mask.hpp"
 
 namespace sinklab::kernels::cuda::mma {
 
@@ -116,9 +117,7 @@ SINKLAB_HD float quad_sum(Ctx& ctx, float v) {
 // every thread that asks, so a warp or a block may skip work together).
 template <class Mask>
 SINKLAB_HD bool sees_from(int64_t r0, int64_t n, int64_t rows, int64_t T, int64_t S, int64_t kvlen, int64_t from) {
-  for (int64_t r = r0; r < r0 + n && r < rows; ++r)
-    if (Mask::key_end(r, T, S, kvlen) > from) return true;
-  return false;
+  return mask::max_key_end<Mask>(r0, r0 + n < rows ? r0 + n : rows, T, S, kvlen) > from;
 }
 
 }  // namespace sinklab::kernels::cuda::mma

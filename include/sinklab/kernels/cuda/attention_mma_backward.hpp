@@ -258,8 +258,7 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
       const float* rb = row_b + buf * kRows;
       const int64_t* re = row_e + buf * kRows;
       const int64_t jw = j0 + warp * 16;  // this warp's first key
-      bool any = false;
-      for (int r = 0; r < kRows; ++r) any = any || re[r] > jw;
+      const bool any = mma::sees_from<Mask>((x % query_tiles) * kRows, kRows, sh.T, sh.T, sh.S, kvlen, jw);
       for (int c0 = 0; any && c0 < kRows; c0 += NQ) {
         float st[NQ / 8][4], dat[NQ / 8][4];
         mma::zero(st);
