@@ -113,6 +113,13 @@ SINKLAB_HD float quad_sum(Ctx& ctx, float v) {
   return v;
 }
 
+// How many of the tile's columns from `first` on a row whose keys end at `end` sees, in [0, 64]:
+// the per-element visibility test is then an int compare with the column within the tile.
+SINKLAB_HD inline int visible_in_tile(int64_t end, int64_t first) {
+  const int64_t n = end - first;
+  return static_cast<int>(n < 0 ? 0 : (n > kRows ? kRows : n));
+}
+
 // Whether any of rows [r0, r0 + n) ∩ [0, rows) sees a key at or past `from` (the same answer on
 // every thread that asks, so a warp or a block may skip work together).
 template <class Mask>

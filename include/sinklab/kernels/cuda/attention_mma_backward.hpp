@@ -136,10 +136,11 @@ SINKLAB_HD void attention_mma_backward_q(Ctx& ctx, const Score& score, const typ
         mma::zero(da);
         mma::mma_abt<E, D, kRows>(ctx, s, qs, warp * 16, ks + buf * Tile::kElems, 0);
         mma::mma_abt<E, D, kRows>(ctx, da, dos, warp * 16, vs + buf * Tile::kElems, 0);
+        const int lim[2] = {mma::visible_in_tile(e[0], j * kRows), mma::visible_in_tile(e[1], j * kRows)};
         for (int n = 0; n < N; ++n)
           for (int x = 0; x < 4; ++x) {
             const int hh = x / 2;
-            const bool seen = j * kRows + 8 * n + 2 * t + x % 2 < e[hh];
+            const bool seen = 8 * n + 2 * t + x % 2 < lim[hh];
             const float raw = s[n][x] * scale;
             if constexpr (Statistics) {
               using std::exp;

@@ -202,10 +202,10 @@ SINKLAB_HD void attention_mma_forward(Ctx& ctx, const Score& score, const typena
           bool seen[N][4];
           mma::zero(s);
           mma::mma_abt<E, D, kRows>(ctx, s, qs, warp * 16, ks + buf * mma::Tile<D>::kElems, 0);
+          const int lim[2] = {mma::visible_in_tile(e[0], j * kRows), mma::visible_in_tile(e[1], j * kRows)};
           for (int n = 0; n < N; ++n)
             for (int x = 0; x < 4; ++x) {
-              const int64_t col = j * kRows + 8 * n + 2 * t + x % 2;
-              seen[n][x] = col < e[x / 2];
+              seen[n][x] = 8 * n + 2 * t + x % 2 < lim[x / 2];
               float sv = s[n][x] * scale;
               if constexpr (score::HasLogitsTransform<Score>) sv = static_cast<float>(score.logits(sv));
               s[n][x] = sv;
