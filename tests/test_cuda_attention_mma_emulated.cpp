@@ -4,7 +4,7 @@
 // CPU backend's materialised reference in double on the same bf16- (or fp16-) rounded q, k, v
 // and dO: every score family (softmax, the learnable sink, clipped softmax, ReLU, sigmoid,
 // polynomial, a user score with a logits transform), causal and bidirectional masks, grouped
-// query heads, padded keys, head sizes 64 and 128, query and key counts that are not a multiple
+// query heads, padded keys, head sizes 32, 64 and 128, query and key counts that are not a multiple
 // of the 64-row tiles, and more than two key tiles per row (the double buffer turns over).
 //
 // The kernels round the weights and dS to the operand type before their products (as
@@ -166,6 +166,13 @@ TEST_CASE("tensor-core attention on the emulator: head size 128") {
   check<simt::Bf16, 128, score::Softmax, mask::Causal>({}, c, kBf16);
   check<simt::Bf16, 128, score::ClippedSoftmax, mask::Causal>(score::ClippedSoftmax{1.05, -0.05}, c, kBf16);
   check<simt::Bf16, 128, score::Sigmoid, mask::Bidirectional>({}, c, kBf16);
+}
+
+TEST_CASE("tensor-core attention on the emulator: head size 32") {
+  // Rows of 64 bytes: two to a 128-byte bank line, swizzled by row pairs.
+  const Case c{1, 2, 1, 90, 90, true};
+  check<simt::Bf16, 32, score::SoftmaxSink, mask::Causal>({}, c, kBf16);
+  check<simt::Bf16, 32, score::ReLU, mask::Bidirectional>({}, c, kBf16);
 }
 
 TEST_CASE("tensor-core attention on the emulator: fp16 operands") {

@@ -1,7 +1,7 @@
 // The tensor-core attention (kernels/cuda/attention_mma_*.hpp through cuda/attention_mma.cuh) on
 // the device against the CPU backend's materialised reference in double on the same rounded
 // operands (attention_mma_cases_cpu.cpp): every score family, both masks, grouped-query heads,
-// padded keys, head sizes 64 and 128, bf16 and fp16, several key tiles; and the float op with
+// padded keys, head sizes 32, 64 and 128, bf16 and fp16, several key tiles; and the float op with
 // precision bf16 (attention_ops.cuh), which converts its operands and takes these kernels.
 // test_cuda_attention_mma_emulated runs the same kernel bodies on the CPU's SIMT emulator;
 // agreement here is what says the emulator's mma, ldmatrix and cp.async are the hardware's.
@@ -91,8 +91,8 @@ constexpr double kBf16 = 1e-2, kF16 = 2e-3;
 
 }  // namespace
 
-TEST_CASE("tensor-core attention on the GPU: every score, causal, GQA, padded, d 64 and 128") {
-  for (int64_t d : {64, 128}) {
+TEST_CASE("tensor-core attention on the GPU: every score, causal, GQA, padded, d 32, 64 and 128") {
+  for (int64_t d : {32, 64, 128}) {
     every_score<simt::Bf16, mask::Causal>({MmaScore::Softmax, true, false, true, 2, 4, 2, 300, 300, d}, kBf16);
     every_score<simt::Bf16, mask::Bidirectional>({MmaScore::Softmax, false, false, false, 1, 2, 1, 200, 200, d}, kBf16);
   }
@@ -110,7 +110,8 @@ TEST_CASE("tensor-core attention on the GPU: fp16, fewer queries than keys, long
 
 TEST_CASE("the float attention op with precision bf16 takes the tensor-core kernels") {
   // Inputs that are bf16 values already, so the op's conversion is exact and the reference applies.
-  const MmaCase c{MmaScore::Softmax, true, false, true, 2, 4, 2, 150, 150, 64};
+  for (int64_t d : {32, 64}) {
+  const MmaCase c{MmaScore::Softmax, true, false, true, 2, 4, 2, 150, 150, d};
   const MmaData m = sinklab_test::mma_case_data(c);
   auto floats = [](const std::vector<uint16_t>& codes, const Shape& s) {
     std::vector<float> f;
@@ -138,4 +139,5 @@ TEST_CASE("the float attention op with precision bf16 takes the tensor-core kern
   opt.precision = kernels::Precision::fp32;
   const auto f32 = cuda_backend::attention_fused_forward(score::Softmax{}, mask::Causal{}, q, k, v, params, opt);
   CHECK(sinklab_test::max_rel_diff(host(f32.out), m.out) <= 1e-5);
+  }
 }

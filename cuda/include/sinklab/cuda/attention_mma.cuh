@@ -1,5 +1,5 @@
 // Host launchers for the tensor-core attention (kernels/cuda/attention_mma_forward.hpp,
-// attention_mma_backward.hpp): the __global__ entry points, one per head size (64, 128), shared
+// attention_mma_backward.hpp): the __global__ entry points, one per head size (32, 64, 128), shared
 // memory opted in above 48 KiB, a check after each launch. Operands are dense 16-bit codes of E
 // (simt::Bf16 or simt::F16; attention_mma_codes converts floats), results float. Device
 // pointers throughout; the caller owns the buffers. Needs sm_80 or later.
@@ -18,7 +18,7 @@
 
 namespace sinklab::cuda_backend {
 
-inline bool attention_mma_supports(int64_t d) { return d == 64 || d == 128; }
+inline bool attention_mma_supports(int64_t d) { return d == 32 || d == 64 || d == 128; }
 
 namespace detail {
 
@@ -75,12 +75,14 @@ void allow_mma_shared(Kernel kernel, std::size_t bytes, const char* what) {
 
 template <class F>
 void with_head_size(int64_t d, const char* what, F&& f) {
-  if (d == 64)
+  if (d == 32)
+    f(std::integral_constant<int, 32>{});
+  else if (d == 64)
     f(std::integral_constant<int, 64>{});
   else if (d == 128)
     f(std::integral_constant<int, 128>{});
   else
-    ::sinklab::detail::fail(what, ": the tensor-core kernels take head sizes 64 and 128, got ", d);
+    ::sinklab::detail::fail(what, ": the tensor-core kernels take head sizes 32, 64 and 128, got ", d);
 }
 
 }  // namespace detail

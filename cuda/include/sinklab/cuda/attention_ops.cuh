@@ -56,7 +56,7 @@ AttentionLaunch attention_launch(int64_t d) {
 namespace detail {
 
 // Whether a float attention takes the tensor-core kernels (attention_mma.cuh): precision bf16
-// (the tape's autocast), head size 64 or 128, and a GPU of sm_80 or later.
+// (the tape's autocast), head size 32, 64 or 128, and a GPU of sm_80 or later.
 template <class T>
 bool use_mma(const kernels::AttentionOptions& opt, int64_t d) {
   if constexpr (!std::is_same_v<T, float>) {

@@ -2,9 +2,9 @@
 // attention_mma_backward.hpp) share, written against a SIMT context and the warp's matrix
 // instructions (kernels/simt_mma.hpp), so they run on a GPU (sm_80 and later) and on the emulator:
 //
-//   Tile<D>       a 64-row × D tile of 16-bit codes in shared memory, its 16-byte chunks
-//                 xor-swizzled by row (chunk c of row r at chunk c ^ (r % 8)), so the eight row
-//                 addresses of an ldmatrix fall in eight different bank groups
+//   Tile<D>       a 64-row × D tile of 16-bit codes in shared memory (D = 32, 64, 128), its
+//                 16-byte chunks xor-swizzled by row, so the eight row addresses of an ldmatrix
+//                 fall in eight different bank groups
 //   load_tile     the block copies rows [0, 64) of a [·, D] matrix into a Tile with cp.async,
 //                 zero-filling rows at or past `valid` (never reading them)
 //   mma_abt       a warp's acc (16 × N) += A[a0 … a0+16) · B[b0 … b0+N)ᵀ, A and B tiles of depth D
@@ -33,10 +33,16 @@ inline constexpr int kRows = 64;  // rows of every tile (queries or keys)
 
 template <int D>
 struct Tile {
-  static_assert(D == 64 || D == 128, "tensor-core attention: head size 64 or 128");
+  static_assert(D == 32 || D == 64 || D == 128, "tensor-core attention: head size 32, 64 or 128");
   static constexpr int kElems = kRows * D;
-  // The element offset of (r, c).
-  SINKLAB_HD static int at(int r, int c) { return r * D + ((((c >> 3) ^ r) & 7) | ((c >> 3) & ~7)) * 8 + (c & 7); }
+  // The element offset of (r, c). Rows of 64 or 128 codes (8 or 16 chunks): chunk c ^ (r % 8)
+  // within each group of 8; rows of 32 codes (4 chunks, two rows per 128 bytes): chunk
+  // c ^ ((r / 2) % 4). Either way eight consecutive rows' chunk c lie in eight bank groups.
+  SINKLAB_HD static int at(int r, int c) {
+    const int chunk = c >> 3;
+    const int swizzled = D == 32 ? chunk ^ ((r >> 1) & 3) : (chunk & ~7) | ((chunk ^ r) & 7);
+    return r * D + swizzled * 8 + (c & 7);
+  }
 };
 
 // Rows [0, 64) of src (rows D codes apart) into `tile`; rows ≥ valid become zeros. Issues the

@@ -190,7 +190,7 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
                                           const uint16_t* dout, float* dk, float* dv, const AttentionShape& sh) {
   using mma::kRows;
   using Tile = mma::Tile<D>;
-  constexpr int NQ = D == 64 ? 64 : 32;  // queries per step: fewer at D = 128 keeps dK, dV in registers
+  constexpr int NQ = D == 128 ? 32 : 64;  // queries per step: fewer at D = 128 keeps dK, dV in registers
   constexpr bool normalised = Score::family == score::Family::Normalised;
   const int tid = static_cast<int>(ctx.thread()), warp = tid / simt::kWarp, lane = ctx.lane();
   const int g = lane / 4, t = lane % 4;

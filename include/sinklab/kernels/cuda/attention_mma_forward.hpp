@@ -16,8 +16,8 @@
 //
 // The row update is the only place the families differ (RowUpdate below); the loop never asks.
 // Shapes: q [B, H, T, D], k, v [B, H_kv, S, D] as dense codes of E; out [B, H, T, D] and lse
-// [B, H, T] float; kv_lengths as AttentionShape says. D is 64 or 128. The weights are rounded to
-// E before W·V, as FlashAttention-2 rounds P; the scores and the normaliser stay float.
+// [B, H, T] float; kv_lengths as AttentionShape says. D is 32, 64 or 128. The weights are
+// rounded to E before W·V, as FlashAttention-2 rounds P; the scores and the normaliser stay float.
 #pragma once
 #include <cmath>
 #include <cstddef>
