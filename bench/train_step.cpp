@@ -5,7 +5,7 @@
 //
 //   train_step [--config small|large|both] [--threads 2] [--steps 10] [--warmup 3] [--rounds 1]
 //              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR] [--precision fp32|bf16]
-//              [--torch-autocast] [--check-finite] [--device cpu|cuda]
+//              [--torch-autocast] [--check-finite] [--device cpu|cuda] [--help]
 //
 // The small and large configs, the model and its batch: bench/decoder.hpp.
 //
@@ -23,7 +23,15 @@
 //
 // --device cuda times the same model as Module<float, cuda> on the GPU (bench/train_step_cuda.cu;
 // needs a build with the CUDA backend and a GPU) against the PyTorch model on the same GPU
-// (eager, the script's --device cuda; it needs a PyTorch built with CUDA).
+// (eager, the script's --device cuda; it needs a PyTorch built with CUDA), 5 warmup + 20 timed
+// steps unless --warmup/--steps say otherwise; each run there starts from a fresh model. With
+// --precision bf16 sinklab's tape is bf16 there too (cuBLAS bf16 GEMMs with fp32 sums; the fused
+// attention on the tensor-core kernels for head sizes 64 and 128 on sm_80 and later, on the float32
+// SIMT kernels otherwise, and the program says which), its fp32 step is timed in the same rounds,
+// and the PyTorch side runs under torch.autocast("cuda", bfloat16) as well as in fp32 (one process,
+// the script's --autocast --also-fp32): on cuda, bf16 implies --torch-autocast. The table gives
+// each run's step times, tok/s, speed against the PyTorch reference (autocast when timed) and the
+// loss before and after the warmup + timed training steps on the one batch, a check that bf16 trains.
 #include <unistd.h>
 
 #include <cmath>
@@ -33,6 +41,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,28 +76,40 @@ using bench::ModelSize;
 struct Args {
   std::vector<ModelSize> configs{kSmall, kLarge};
   int threads = 2;
-  int steps = 10;
-  int warmup = 3;
+  int steps = 10;  // --device cuda: 20 unless given
+  int warmup = 3;  // --device cuda: 5 unless given
+  bool steps_given = false, warmup_given = false;
   int rounds = 1;
   bool torch = true;
   bool torch_forced = false;
   bool profile = false;
   bool check_finite = false;
-  bool torch_autocast = false;  // the PyTorch side under torch.autocast("cpu", bfloat16)
+  bool torch_autocast = false;  // the PyTorch side under torch.autocast(device, bfloat16)
   std::string device = "cpu";
   kernels::Precision precision = kernels::Precision::fp32;
   std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/train_step_torch.py";
   std::string openblas_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
 };
 
-[[noreturn]] void usage(const char* argv0) {
-  std::fprintf(stderr,
+// --help: the usage on stdout, exit 0; a bad command line: on stderr, exit 2.
+[[noreturn]] void usage(const char* argv0, bool help = false) {
+  std::fprintf(help ? stdout : stderr,
                "usage: %s [--config small|large|both] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
                "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n"
-               "          [--precision fp32|bf16] [--torch-autocast] [--check-finite] [--device cpu|cuda]\n"
-               "defaults: --config both --threads 2 --steps 10 --warmup 3 --rounds 1 --precision fp32 --device cpu\n",
+               "          [--precision fp32|bf16] [--torch-autocast] [--check-finite] [--device cpu|cuda] [--help]\n"
+               "defaults: --config both --threads 2 --steps 10 --warmup 3 --rounds 1 --precision fp32 --device cpu;\n"
+               "          with --device cuda: --steps 20 --warmup 5\n"
+               "--precision bf16  sinklab's tape in bf16 (bf16 GEMM operands, fp32 sums), sinklab fp32 timed in\n"
+               "                  the same rounds for the ratio; on cuda the fused attention takes the tensor-core\n"
+               "                  kernels for head sizes 32/64/128 (sm_80+), the float32 SIMT kernels otherwise (the\n"
+               "                  configs' head size is printed, and which kernels ran)\n"
+               "--torch-autocast  the PyTorch side under torch.autocast(<device>, bfloat16); on cpu its columns\n"
+               "                  replace torch fp32's. On cuda, --precision bf16 turns it on, and torch is timed\n"
+               "                  both under autocast and in fp32 (one process)\n"
+               "--device cuda     sinklab and PyTorch on the first GPU (needs the CUDA backend; no --profile);\n"
+               "                  without a usable GPU it prints the runtime's reason and exits 0\n",
                argv0);
-  std::exit(2);
+  std::exit(help ? 0 : 2);
 }
 
 Args parse(int argc, char** argv) {
@@ -96,6 +117,7 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const bool has_value = i + 1 < argc;
+    if (k == "--help" || k == "-h") usage(argv[0], true);
     if (k == "--config" && has_value) {
       const std::string c = argv[++i];
       if (c == "small") a.configs = {kSmall};
@@ -103,8 +125,13 @@ Args parse(int argc, char** argv) {
       else if (c == "both") a.configs = {kSmall, kLarge};
       else usage(argv[0]);
     } else if (k == "--threads" && has_value) a.threads = sinklab::bench::positive_int("--threads", argv[++i]);
-    else if (k == "--steps" && has_value) a.steps = sinklab::bench::positive_int("--steps", argv[++i]);
-    else if (k == "--warmup" && has_value) a.warmup = sinklab::bench::positive_int("--warmup", argv[++i], 0);
+    else if (k == "--steps" && has_value) {
+      a.steps = sinklab::bench::positive_int("--steps", argv[++i]);
+      a.steps_given = true;
+    } else if (k == "--warmup" && has_value) {
+      a.warmup = sinklab::bench::positive_int("--warmup", argv[++i], 0);
+      a.warmup_given = true;
+    }
     else if (k == "--rounds" && has_value) a.rounds = sinklab::bench::positive_int("--rounds", argv[++i]);
     else if (k == "--torch") a.torch = a.torch_forced = true;
     else if (k == "--no-torch") a.torch = false;
@@ -123,9 +150,14 @@ Args parse(int argc, char** argv) {
       a.precision = p == "bf16" ? kernels::Precision::bf16 : kernels::Precision::fp32;
     } else usage(argv[0]);
   }
-  if (a.device == "cuda" && (a.precision != kernels::Precision::fp32 || a.torch_autocast || a.profile)) {
-    std::fprintf(stderr, "train_step: --device cuda times fp32 only (no --precision bf16, --torch-autocast or --profile)\n");
-    std::exit(2);
+  if (a.device == "cuda") {
+    if (a.profile) {
+      std::fprintf(stderr, "train_step: --profile is for the cpu device (autodiff::profile times host ops)\n");
+      std::exit(2);
+    }
+    if (!a.steps_given) a.steps = 20;  // a GPU step takes milliseconds: more of them for a steadier median
+    if (!a.warmup_given) a.warmup = 5;
+    if (a.precision == kernels::Precision::bf16) a.torch_autocast = true;  // bf16 against autocast (and torch fp32)
   }
   if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.rounds < 1) {
     std::fprintf(stderr, "train_step: threads, steps and rounds must be >= 1, warmup >= 0\n");
@@ -138,8 +170,9 @@ Args parse(int argc, char** argv) {
 struct Result {
   int64_t params = 0;
   double loss0 = 0;
-  double train_s = 0;  // median seconds per training step
-  double fwd_s = 0;    // median seconds per forward-only pass
+  double loss_end = 0;  // forward-only loss after the warmup + timed training steps (torch; cuda)
+  double train_s = 0;   // median seconds per training step
+  double fwd_s = 0;     // median seconds per forward-only pass
 };
 
 // One model, optimiser and batch; times training steps and forward-only passes.
@@ -226,18 +259,24 @@ std::string torch_env(const Args& a) {
 
 bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
 
-// Runs the PyTorch script for one config; nullopt (with a message) when it fails.
-std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_info) {
+// The PyTorch script's results for one config: float32, and under autocast when asked for.
+struct TorchRun {
+  std::optional<Result> fp32, autocast;
+};
+
+// Runs the PyTorch script for one config: under autocast with --torch-autocast, and in fp32 too
+// with `also_fp32` (one process); both empty (with a message) when it fails.
+TorchRun run_torch(const ModelSize& s, const Args& a, bool print_info, bool also_fp32 = false) {
   const std::string cmd = torch_env(a) + " /usr/bin/python3 " + bench::shell_quoted(a.torch_script) + " --json --config " + s.name +
                           " --threads " + std::to_string(a.threads) + " --steps " + std::to_string(a.steps) +
                           " --warmup " + std::to_string(a.warmup) + (a.torch_autocast ? " --autocast" : "") +
-                          " --device " + a.device;
+                          (a.torch_autocast && also_fp32 ? " --also-fp32" : "") + " --device " + a.device;
   if (print_info) std::printf("torch command: %s\n", cmd.c_str());
   std::fflush(stdout);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) {
     std::fprintf(stderr, "train_step: could not start the PyTorch script\n");
-    return std::nullopt;
+    return {};
   }
   std::string out;
   char buf[4096];
@@ -245,9 +284,9 @@ std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_in
   const int rc = pclose(p);
   if (rc != 0) {
     std::fprintf(stderr, "train_step: the PyTorch script failed (status %d); its output:\n%s\n", rc, out.c_str());
-    return std::nullopt;
+    return {};
   }
-  std::optional<Result> r;
+  TorchRun r;
   for (std::size_t pos = 0; pos < out.size();) {
     std::size_t nl = out.find('\n', pos);
     if (nl == std::string::npos) nl = out.size();
@@ -261,13 +300,19 @@ std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_in
         std::printf("torch %s, %d threads, BLAS %s, 1024x1024 matmul %.1f GFLOP/s, scaled_dot_product_attention %s\n",
                     i["torch"].get<std::string>().c_str(), i["threads"].get<int>(), i["blas"].dump().c_str(),
                     i["matmul1024_gflops"].get<double>(), i["sdpa"].get<bool>() ? "yes" : "no (softmax(QKᵀ/√d + mask)V)");
+        if (i.contains("gpu"))
+          std::printf("torch on %s (CUDA %s), float32 matmuls %s\n", i["gpu"].get<std::string>().c_str(),
+                      i.value("cuda", std::string("?")).c_str(),
+                      i.value("matmul_tf32", false) ? "in TF32 (allow_tf32 on)" : "in float32 (TF32 off)");
       }
     } else if (j.value("config", "") == s.name) {
-      r = Result{j["params"].get<int64_t>(), j["loss0"].get<double>(), j["train_step_s"].get<double>(),
-                 j["fwd_s"].get<double>()};
+      const Result res{j["params"].get<int64_t>(), j["loss0"].get<double>(), j.value("loss_end", std::nan("")),
+                       j["train_step_s"].get<double>(), j["fwd_s"].get<double>()};
+      (j.value("autocast", false) ? r.autocast : r.fp32) = res;
     }
   }
-  if (!r) std::fprintf(stderr, "train_step: no result for '%s' in the PyTorch output:\n%s\n", s.name.c_str(), out.c_str());
+  if (!(a.torch_autocast ? r.autocast : r.fp32))
+    std::fprintf(stderr, "train_step: no result for '%s' in the PyTorch output:\n%s\n", s.name.c_str(), out.c_str());
   return r;
 }
 
@@ -275,46 +320,154 @@ std::optional<Result> run_torch(const ModelSize& s, const Args& a, bool print_in
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
 
 #if defined(SINKLAB_BENCH_CUDA)
-// --device cuda: sinklab's decoder on the GPU beside PyTorch's on the same GPU, per config.
-int cuda_main(const Args& a) {
-  std::printf("train_step --device cuda: %d warmup + %d timed steps, %d round(s)\n", a.warmup, a.steps, a.rounds);
-  bool printed_info = false, printed_header = false;
-  for (const ModelSize& s : a.configs) {
-    std::vector<double> train_sl, fwd_sl, train_torch, fwd_torch;
-    bench::CudaTrainStep sl;
-    for (int round = 0; round < a.rounds; ++round) {
-      sl = bench::cuda_train_step(s, a.warmup, a.steps);
-      if (sl.device.empty()) {
-        std::printf("train_step --device cuda: no usable GPU (%s); skipped\n", sl.why.c_str());
-        return 0;
-      }
-      train_sl.push_back(sl.train_s);
-      fwd_sl.push_back(sl.fwd_s);
-      if (a.torch) {
-        if (auto t = run_torch(s, a, !printed_info)) {
-          printed_info = true;
-          train_torch.push_back(t->train_s);
-          fwd_torch.push_back(t->fwd_s);
-        }
-      }
-    }
-    if (!printed_header) {
-      printed_header = true;
-      std::printf("\n%-6s %10s %8s | %14s %14s %7s | %14s %14s %7s\n", "config", "params", "loss0", "sinklab train",
-                  "torch train", "ratio", "sinklab fwd", "torch fwd", "ratio");
-    }
-    const double tokens = static_cast<double>(s.batch * s.T);
-    const double sl_train = tokens / bench::median_of(train_sl), sl_fwd = tokens / bench::median_of(fwd_sl);
-    if (train_torch.empty()) {
-      std::printf("%-6s %10lld %8.4f | %14.0f %14s %7s | %14.0f %14s %7s   (%s)\n", s.name.c_str(),
-                  static_cast<long long>(sl.params), sl.loss0, sl_train, "-", "-", sl_fwd, "-", "-", sl.device.c_str());
-      continue;
-    }
-    const double t_train = tokens / bench::median_of(train_torch), t_fwd = tokens / bench::median_of(fwd_torch);
-    std::printf("%-6s %10lld %8.4f | %14.0f %14.0f %6.2fx | %14.0f %14.0f %6.2fx   (%s)\n", s.name.c_str(),
-                static_cast<long long>(sl.params), sl.loss0, sl_train, t_train, sl_train / t_train, sl_fwd, t_fwd,
-                sl_fwd / t_fwd, sl.device.c_str());
+// One line of the --device cuda table: one side at one precision, its per-round medians.
+struct CudaRow {
+  explicit CudaRow(std::string run_, std::string attention_ = "") : run(std::move(run_)), attention(std::move(attention_)) {}
+  std::string run;  // "sinklab bf16", "torch autocast", ...
+  std::string attention;
+  std::vector<double> train_s, fwd_s;
+  int64_t params = -1;
+  double loss0 = std::nan(""), loss_end = std::nan("");  // of the first round (each round starts afresh)
+  bool timed() const { return !train_s.empty(); }
+  double train() const { return bench::median_of(train_s); }
+  double fwd() const { return bench::median_of(fwd_s); }
+  void add(const Result& r) {
+    if (!timed()) params = r.params, loss0 = r.loss0, loss_end = r.loss_end;
+    train_s.push_back(r.train_s);
+    fwd_s.push_back(r.fwd_s);
   }
+};
+
+// --device cuda: sinklab's decoder on the GPU beside PyTorch's on the same GPU, per config. With
+// --precision bf16, sinklab's fp32 step runs first in each round, then its bf16 step, then the
+// script (torch fp32, then torch autocast, in one process); every run builds a fresh model.
+int cuda_main(const Args& a) {
+  const double begin = bench::now_seconds();
+  const bool bf16 = a.precision == kernels::Precision::bf16;
+  const std::string prec = kernels::precision_name(a.precision);
+  std::printf("train_step --device cuda: %d warmup + %d timed steps per run, %d round(s); sinklab %s%s; torch %s\n",
+              a.warmup, a.steps, a.rounds, prec.c_str(), bf16 ? " and fp32" : "",
+              !a.torch              ? "not run"
+              : a.torch_autocast ? "under torch.autocast(\"cuda\", bfloat16) and in fp32 (eager)"
+                                 : "fp32 (eager)");
+  struct Done {
+    ModelSize size;
+    std::vector<CudaRow> rows;  // sinklab at --precision, [sinklab fp32], [torch autocast], torch fp32
+  };
+  std::vector<Done> done;
+  std::string device;
+  bool printed_info = false;
+  for (const ModelSize& s : a.configs) {
+    CudaRow sl{"sinklab " + prec}, sl32{"sinklab fp32"}, tac{"torch autocast", "torch sdpa"}, t32{"torch fp32", "torch sdpa"};
+    for (int round = 0; round < a.rounds; ++round) {
+      // One sinklab run into `row`; false when there is no GPU.
+      auto sinklab = [&](kernels::Precision p, CudaRow& row) {
+        const bench::CudaTrainStep r = bench::cuda_train_step(s, a.warmup, a.steps, p);
+        if (r.device.empty()) {
+          std::printf("train_step --device cuda: no usable GPU (%s); skipped\n", r.why.c_str());
+          return false;
+        }
+        if (device.empty()) std::printf("GPU: %s\n", r.device.c_str());
+        device = r.device;
+        row.attention = r.tensor_core_attention ? "mma bf16" : "SIMT fp32";
+        if (round == 0 && !row.timed() && !sl.timed() && !sl32.timed())  // the config's first run
+          std::printf("%s: d_model %lld = %lld heads x d_head %lld, %lld layers, T %lld, batch %lld (%lld tokens/step), "
+                      "%lld parameters\n",
+                      s.name.c_str(), static_cast<long long>(s.d), static_cast<long long>(s.heads),
+                      static_cast<long long>(s.d / s.heads), static_cast<long long>(s.layers),
+                      static_cast<long long>(s.T), static_cast<long long>(s.batch),
+                      static_cast<long long>(s.batch * s.T), static_cast<long long>(r.params));
+        if (round == 0 && p == a.precision) {
+          if (r.tensor_core_attention)
+            std::printf("%s: the sinklab %s step's attention runs on the bf16 tensor-core kernels (attention_mma.cuh); ",
+                        s.name.c_str(), prec.c_str());
+          else
+            std::printf("%s: the sinklab %s step's attention runs on the float32 SIMT kernels (attention.cuh)%s; ",
+                        s.name.c_str(), prec.c_str(),
+                        bf16 ? ": the tensor-core kernels take d_head 32, 64 or 128 on sm_80 and later" : "");
+          std::printf("its GEMMs are cuBLAS %s\n", bf16 ? "bf16 (fp32 sums)" : "float32 (no TF32)");
+        }
+        row.add(Result{r.params, r.loss0, r.loss_end, r.train_s, r.fwd_s});
+        std::printf("  %s round %d: %-14s train %8.3f ms/step, forward %8.3f ms\n", s.name.c_str(), round + 1,
+                    row.run.c_str(), 1e3 * r.train_s, 1e3 * r.fwd_s);
+        std::fflush(stdout);
+        return true;
+      };
+      if (bf16 && !sinklab(kernels::Precision::fp32, sl32)) return 0;
+      if (!sinklab(a.precision, sl)) return 0;
+      if (a.torch) {
+        const TorchRun t = run_torch(s, a, !printed_info, /*also_fp32=*/true);
+        printed_info = printed_info || t.fp32 || t.autocast;
+        for (auto [res, row] : {std::pair{&t.fp32, &t32}, std::pair{&t.autocast, &tac}}) {
+          if (!*res) continue;
+          row->add(**res);
+          std::printf("  %s round %d: %-14s train %8.3f ms/step, forward %8.3f ms\n", s.name.c_str(), round + 1,
+                      row->run.c_str(), 1e3 * (*res)->train_s, 1e3 * (*res)->fwd_s);
+        }
+        std::fflush(stdout);
+      }
+    }
+    Done d{s, {sl}};
+    if (bf16) d.rows.push_back(sl32);
+    if (tac.timed()) d.rows.push_back(tac);
+    if (t32.timed()) d.rows.push_back(t32);
+    done.push_back(std::move(d));
+  }
+
+  // The reference a row's speed is given against: torch under autocast when it ran, else torch fp32.
+  std::printf("\nGPU %s; ms: the median over %d round(s) of each run's median step (%d timed after %d warmup)\n"
+              "xref: the reference's step time over the row's (> 1: the row is faster); the reference is torch "
+              "autocast where it ran, else torch fp32\n"
+              "loss0, loss after: forward-only, before training and after the %d training steps on the run's one batch\n",
+              device.c_str(), a.rounds, a.steps, a.warmup, a.warmup + a.steps);
+  std::printf("%-6s %-15s %-10s %9s %12s %9s %12s %10s %9s %8s %10s\n", "config", "run", "attention", "train ms",
+              "train tok/s", "fwd ms", "fwd tok/s", "train xref", "fwd xref", "loss0", "loss after");
+  for (const Done& d : done) {
+    const double tokens = static_cast<double>(d.size.batch * d.size.T);
+    const CudaRow* ref = nullptr;
+    for (const CudaRow& r : d.rows)
+      if (!ref && r.run.rfind("torch", 0) == 0) ref = &r;  // autocast comes before fp32 in rows
+    for (const CudaRow& r : d.rows) {
+      std::printf("%-6s %-15s %-10s %9.3f %12.0f %9.3f %12.0f", d.size.name.c_str(), r.run.c_str(), r.attention.c_str(),
+                  1e3 * r.train(), tokens / r.train(), 1e3 * r.fwd(), tokens / r.fwd());
+      if (ref)
+        std::printf(" %9.2fx %8.2fx", ref->train() / r.train(), ref->fwd() / r.fwd());
+      else
+        std::printf(" %10s %9s", "-", "-");
+      std::printf(" %8.4f %10.4f\n", r.loss0, r.loss_end);
+    }
+  }
+  std::printf("\n");
+  for (const Done& d : done) {
+    const CudaRow& sl = d.rows.front();
+    auto find = [&](const std::string& run) -> const CudaRow* {
+      for (const CudaRow& r : d.rows)
+        if (r.run == run) return &r;
+      return nullptr;
+    };
+    const CudaRow *sl32 = bf16 ? find("sinklab fp32") : nullptr, *tac = find("torch autocast"), *t32 = find("torch fp32");
+    auto ratio = [&](const char* what, const CudaRow& num, const CudaRow& den) {
+      std::printf("%s: %s over %s: train %.2fx, forward %.2fx\n", d.size.name.c_str(), what, den.run.c_str(),
+                  den.train() / num.train(), den.fwd() / num.fwd());
+    };
+    if (tac) ratio(sl.run.c_str(), sl, *tac);
+    if (t32) ratio(sl.run.c_str(), sl, *t32);
+    if (sl32) ratio(sl.run.c_str(), sl, *sl32);
+    if (tac && t32) ratio("torch autocast", *tac, *t32);
+    if (sl32 || (tac && t32)) {
+      std::printf("%s: loss after %d steps, bf16 minus fp32:", d.size.name.c_str(), a.warmup + a.steps);
+      if (sl32) std::printf(" sinklab %+.4f (%.4f vs %.4f)", sl.loss_end - sl32->loss_end, sl.loss_end, sl32->loss_end);
+      if (tac && t32)
+        std::printf("%s torch autocast %+.4f (%.4f vs %.4f)", sl32 ? "," : "", tac->loss_end - t32->loss_end,
+                    tac->loss_end, t32->loss_end);
+      std::printf("%s\n", sl32 && tac && t32 ? " (sinklab and torch start from different random numbers)" : "");
+    }
+    for (const CudaRow* t : {tac, t32})
+      if (t && t->params != sl.params)
+        std::printf("  WARNING: %s: parameter counts differ: sinklab %lld, %s %lld\n", d.size.name.c_str(),
+                    static_cast<long long>(sl.params), t->run.c_str(), static_cast<long long>(t->params));
+  }
+  std::printf("whole run: %.0f s\n", bench::now_seconds() - begin);
   return 0;
 }
 #endif
@@ -381,7 +534,8 @@ static int bench_main(int argc, char** argv) {
       if (a.torch) {
         settle();
         std::printf("\n");
-        if (auto t = run_torch(s, a, !printed_info)) {
+        const TorchRun tr = run_torch(s, a, !printed_info);
+        if (const std::optional<Result>& t = a.torch_autocast ? tr.autocast : tr.fp32) {
           printed_info = true;
           row.params_torch = t->params;
           if (round == 0) row.loss_torch = t->loss0;

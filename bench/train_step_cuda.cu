@@ -1,11 +1,15 @@
 // The decoder's training step on the GPU (see train_step_cuda.hpp): the same model, optimiser and
-// batch as the cpu side, every op through kernels::backend<cuda>.
+// batch as the cpu side, every op through kernels::backend<cuda>. Under Precision::bf16 (the
+// tape's) the weight products are cuBLAS bf16 GEMMs with float32 sums (cuda/gemm.cuh) and the fused
+// attention takes the tensor-core kernels where cuda_backend::detail::use_mma says so (head size
+// 32, 64 or 128 on sm_80 and later), the float32 SIMT kernels otherwise.
 #include "train_step_cuda.hpp"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "sinklab/cuda/backend.cuh"
@@ -28,7 +32,7 @@ double median_seconds(F&& f, int warmup, int steps) {
 
 }  // namespace
 
-CudaTrainStep cuda_train_step(const ModelSize& s, int warmup, int steps) {
+CudaTrainStep cuda_train_step(const ModelSize& s, int warmup, int steps, kernels::Precision precision) {
   CudaTrainStep r;
   const char* why = nullptr;
   if (cuda_backend::device_count(&why) == 0) {
@@ -37,8 +41,14 @@ CudaTrainStep cuda_train_step(const ModelSize& s, int warmup, int steps) {
   }
   cudaDeviceProp prop{};
   cuda_backend::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  r.device = prop.name;
+  r.device = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
   DecoderSetup<cuda> d(s);
+  d.tape.set_precision(precision);
+  // The attention op's own test (attention_ops.cuh) on this device, for the head size the
+  // decoder's attention takes (nn/attention.hpp: d_model / heads, the configs set no head_dim).
+  kernels::AttentionOptions attention_options;
+  attention_options.precision = precision;
+  r.tensor_core_attention = cuda_backend::detail::use_mma<float>(attention_options, s.d / s.heads);
   for (const auto* p : d.params) r.params += p->numel();
   auto forward_only = [&] {
     autodiff::no_grad off;
@@ -56,6 +66,7 @@ CudaTrainStep cuda_train_step(const ModelSize& s, int warmup, int steps) {
   r.loss0 = forward_only();
   r.train_s = median_seconds(train_step, warmup, steps);
   r.fwd_s = median_seconds(forward_only, warmup, steps);
+  r.loss_end = forward_only();
   return r;
 }
 

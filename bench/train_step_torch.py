@@ -3,6 +3,8 @@
 rotate-half RoPE, causal softmax attention with one fused QKV projection, SwiGLU with one
 [d, 2h] up-projection, no biases, untied LM head), float32, AdamW (PyTorch's defaults but
 weight_decay 0.01, as sinklab's), timed per training step and per forward-only pass.
+--autocast runs the model under torch.autocast(device, bfloat16) (on cpu or cuda); --also-fp32
+adds the float32 model's timings from the same process (a fresh model from the same seed).
 
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OPENBLAS_CORETYPE=SkylakeX \
   OMP_NUM_THREADS=2 /usr/bin/python3 bench/train_step_torch.py --config small
@@ -11,7 +13,7 @@ Debian's torch links libblas.so.3, which is the slow reference BLAS unless LD_LI
 OpenBLAS's first; the script reports which libblas the process mapped and the GFLOP/s of a
 1024² matmul so a wrong setup is visible. OPENBLAS_CORETYPE=SkylakeX is for a CPU with AVX-512;
 use Haswell on one with AVX2 only (bench/train_step picks it). With --json it prints one JSON line per config
-(read by bench/train_step.cpp).
+and mode (read by bench/train_step.cpp), with the loss before and after the warmup + timed steps.
 """
 import argparse
 import json
@@ -166,11 +168,11 @@ def bench(name, warmup, steps, seed, autocast=False, device="cpu"):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     tokens = c["batch"] * c["T"]
 
-    # --autocast: torch.autocast("cpu", bfloat16) around the forward, the mode a PyTorch user turns on
+    # --autocast: torch.autocast(device, bfloat16) around the forward, the mode a PyTorch user turns on
     # for bf16 matrix products (weights, gradients and AdamW stay fp32).
     def run_model():
         if autocast:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast(device, dtype=torch.bfloat16):
                 return model(ids, targets)
         return model(ids, targets)
 
@@ -200,8 +202,10 @@ def bench(name, warmup, steps, seed, autocast=False, device="cpu"):
     loss0 = forward_only().item()
     t_train = timed(train_step)
     t_fwd = timed(forward_only)
-    return dict(config=name, autocast=autocast, device=device, params=n_params, tokens=tokens, loss0=loss0, train_step_s=t_train,
-                train_tok_s=tokens / t_train, fwd_s=t_fwd, fwd_tok_s=tokens / t_fwd)
+    loss_end = forward_only().item()  # after the warmup + timed training steps
+    return dict(config=name, autocast=autocast, device=device, params=n_params, tokens=tokens, loss0=loss0,
+                loss_end=loss_end, train_steps=warmup + steps, train_step_s=t_train, train_tok_s=tokens / t_train,
+                fwd_s=t_fwd, fwd_tok_s=tokens / t_fwd)
 
 
 def main():
@@ -211,32 +215,41 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", action="store_true", help="one JSON line per config on stdout")
-    ap.add_argument("--autocast", action="store_true", help="run the model under torch.autocast('cpu', bfloat16)")
+    ap.add_argument("--json", action="store_true", help="one JSON line per config and mode on stdout")
+    ap.add_argument("--autocast", action="store_true",
+                    help="run the model under torch.autocast(DEVICE, bfloat16) (DEVICE: --device)")
+    ap.add_argument("--also-fp32", action="store_true",
+                    help="with --autocast, also time the float32 model in the same process (first)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("train_step_torch: --device cuda, but torch.cuda.is_available() is False "
                          "(a PyTorch without CUDA, or no GPU)")
-    if a.device == "cuda" and a.autocast:
-        raise SystemExit("train_step_torch: --autocast is the CPU's bf16 mode; not with --device cuda")
+    if a.also_fp32 and not a.autocast:
+        raise SystemExit("train_step_torch: --also-fp32 goes with --autocast (without it the model runs in float32)")
     torch.set_num_threads(a.threads)
     gf = matmul_gflops()
     info = dict(torch=torch.__version__, threads=torch.get_num_threads(), blas=loaded_blas(), matmul1024_gflops=gf,
                 sdpa=hasattr(F, "scaled_dot_product_attention"),
                 env={k: os.environ.get(k, "") for k in ("LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OMP_NUM_THREADS")})
+    if a.device == "cuda":  # float32 products stay float32 unless TF32 is allowed (PyTorch's default: not)
+        info.update(gpu=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
+                    matmul_tf32=torch.backends.cuda.matmul.allow_tf32)
     if a.json:
         print(json.dumps(dict(info=info)), flush=True)
     else:
         print(f"torch {info['torch']}, {info['threads']} threads, BLAS {info['blas']}, "
               f"1024² matmul {gf:.1f} GFLOP/s, sdpa {info['sdpa']}")
+    modes = [False, True] if a.also_fp32 else [a.autocast]
     for name in (["small", "large"] if a.config == "both" else [a.config]):
-        r = bench(name, a.warmup, a.steps, a.seed, a.autocast, a.device)
-        if a.json:
-            print(json.dumps(r), flush=True)
-        else:
-            print(f"{name}{' (autocast bf16)' if a.autocast else ''} on {a.device}: {r['params']} params, train {r['train_tok_s']:.0f} tok/s "
-                  f"({r['train_step_s'] * 1e3:.1f} ms/step), forward {r['fwd_tok_s']:.0f} tok/s")
+        for autocast in modes:
+            r = bench(name, a.warmup, a.steps, a.seed, autocast, a.device)
+            if a.json:
+                print(json.dumps(r), flush=True)
+            else:
+                print(f"{name}{' (autocast bf16)' if autocast else ''} on {a.device}: {r['params']} params, "
+                      f"train {r['train_tok_s']:.0f} tok/s ({r['train_step_s'] * 1e3:.1f} ms/step), "
+                      f"forward {r['fwd_tok_s']:.0f} tok/s")
 
 
 if __name__ == "__main__":
