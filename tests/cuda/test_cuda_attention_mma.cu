@@ -92,10 +92,14 @@ constexpr double kBf16 = 1e-2, kF16 = 2e-3;
 }  // namespace
 
 TEST_CASE("tensor-core attention on the GPU: every score, causal, GQA, padded, d 32, 64 and 128") {
-  for (int64_t d : {32, 64, 128}) {
+  for (int64_t d : {32, 64, 128})
     every_score<simt::Bf16, mask::Causal>({MmaScore::Softmax, true, false, true, 2, 4, 2, 300, 300, d}, kBf16);
-    every_score<simt::Bf16, mask::Bidirectional>({MmaScore::Softmax, false, false, false, 1, 2, 1, 200, 200, d}, kBf16);
-  }
+}
+
+TEST_CASE("tensor-core attention on the GPU: every score, bidirectional") {
+  // The mask enters only through key_end; one head size keeps the instantiations (and nvcc's
+  // time) down.
+  every_score<simt::Bf16, mask::Bidirectional>({MmaScore::Softmax, false, false, false, 1, 2, 1, 200, 200, 64}, kBf16);
 }
 
 TEST_CASE("tensor-core attention on the GPU: fp16, fewer queries than keys, long rows") {
