@@ -53,7 +53,7 @@ struct Cuda {
   __device__ void sync() const { __syncthreads(); }
   template <class T>
   __device__ T* shared() const {
-    extern __shared__ unsigned char sinklab_shared_memory[];
+    extern __shared__ __align__(128) unsigned char sinklab_shared_memory[];  // cp.async, ldmatrix: 16-byte rows
     return reinterpret_cast<T*>(sinklab_shared_memory);
   }
   // The sum over the 32 lanes of this thread's warp, on every lane (xor butterfly).

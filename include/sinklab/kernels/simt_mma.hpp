@@ -62,7 +62,7 @@ struct F16 {
 // Two floats as one register of E (lo in the low half), rounded to nearest even.
 template <class E>
 SINKLAB_HD inline uint32_t pack2(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t r;
   if constexpr (std::is_same_v<E, Bf16>)
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -84,11 +84,21 @@ SINKLAB_HD inline float unpack_hi(uint32_t r) {
 
 #if defined(__CUDACC__)
 // ---------------------------------------------------------------- on the GPU (PTX)
+//
+// The instructions need sm_80 (ldmatrix sm_75); a build for an older GPU compiles them to a trap,
+// and the host code never launches a tensor-core kernel there (cuda_backend::detail::use_mma).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define SINKLAB_MMA_PTX(...) __trap()
+#else
+#define SINKLAB_MMA_PTX(...) asm volatile(__VA_ARGS__)
+#endif
 
 namespace detail {
 __device__ inline unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
+// What a zero-filling cp.async names as its source: a valid global address it does not read.
+static __device__ __align__(16) const unsigned char zero_source[16] = {};
 }  // namespace detail
 
 template <int N, bool Trans = false>
@@ -97,36 +107,36 @@ __device__ inline void ldmatrix(const Cuda&, uint32_t (&r)[N], const void* row) 
   const unsigned a = detail::shared_address(row);
   if constexpr (N == 1) {
     if constexpr (Trans)
-      asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
+      SINKLAB_MMA_PTX("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
     else
-      asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
+      SINKLAB_MMA_PTX("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
   } else if constexpr (N == 2) {
     if constexpr (Trans)
-      asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+      SINKLAB_MMA_PTX("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
     else
-      asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+      SINKLAB_MMA_PTX("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
   } else {
     if constexpr (Trans)
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                   : "r"(a));
+      SINKLAB_MMA_PTX("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                      : "r"(a));
     else
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                   : "r"(a));
+      SINKLAB_MMA_PTX("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                      : "r"(a));
   }
 }
 
 template <class E>
 __device__ inline void mma_16816(const Cuda&, float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   if constexpr (std::is_same_v<E, Bf16>)
-    asm volatile(
+    SINKLAB_MMA_PTX(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   else
-    asm volatile(
+    SINKLAB_MMA_PTX(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
@@ -138,19 +148,19 @@ __device__ inline void mma_16816(const Cuda&, float (&acc)[4], const uint32_t (&
 // to a plain __device__ function, not to a __device__ function template.
 template <int = 0>
 __device__ inline void cp_async_16(const Cuda&, void* dst, const void* src) {
-  // src-size 0 fills the 16 bytes with zeros and reads nothing (src must still be a valid
-  // address form, so a null src reads from dst's own address, never dereferenced).
-  const int bytes = src ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(detail::shared_address(dst)),
-               "l"(src ? src : dst), "r"(bytes)
-               : "memory");
+  // src-size 0 fills the 16 bytes with zeros and reads nothing from the (valid) source named.
+  [[maybe_unused]] const int bytes = src ? 16 : 0;  // unused where the instruction is a trap
+  SINKLAB_MMA_PTX("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(detail::shared_address(dst)),
+                  "l"(src ? src : static_cast<const void*>(detail::zero_source)), "r"(bytes)
+                  : "memory");
 }
 template <int = 0>
-__device__ inline void cp_async_commit(const Cuda&) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ inline void cp_async_commit(const Cuda&) { SINKLAB_MMA_PTX("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ inline void cp_async_wait(const Cuda&) {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  SINKLAB_MMA_PTX("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+#undef SINKLAB_MMA_PTX
 
 #else
 // ---------------------------------------------------------------- on the emulator

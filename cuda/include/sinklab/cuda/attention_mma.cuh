@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "sinklab/core/error.hpp"
 #include "sinklab/cuda/attention.cuh"
@@ -63,14 +64,32 @@ __global__ void __launch_bounds__(kernels::cuda::mma::kThreads)
                                                                           dv, sh);
 }
 
-// Opts `kernel` in to `bytes` of dynamic shared memory (every GPU of sm_80 on allows the 96 KiB
-// the largest configuration takes).
+// Opts `kernel` in to `bytes` of dynamic shared memory. The largest configuration, the dK/dV
+// pass at d = 128, takes 98 KiB: within what every GPU of sm_80 on allows a block (99 KiB on
+// sm_86/89, 163 on the A100, 227 on the H100).
 template <class Kernel>
-void allow_mma_shared(Kernel kernel, std::size_t bytes, const char* what) {
-  AttentionLaunch cfg;
-  cfg.threads = kernels::cuda::mma::kThreads;
-  cfg.block_k = kernels::cuda::mma::kRows;
-  allow_shared(kernel, bytes, cfg, what);
+void allow_mma_shared(Kernel kernel, std::size_t bytes, int64_t d, const char* what) {
+  if (bytes <= 48 * 1024) return;
+  int dev = 0, most = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+  SINKLAB_CHECK(bytes <= static_cast<std::size_t>(most), what, ": head size ", d, " needs ", bytes,
+                " bytes of shared memory per block; the device allows ", most,
+                " (the tensor-core kernels need sm_80 or later)");
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+}
+static_assert(kernels::cuda::attention_mma_backward_kv_shared_bytes<128>() <= 99 * 1024,
+              "the tensor-core attention's largest block must fit sm_86/89's 99 KiB of shared memory");
+
+// The operands a cp.async reads 16 bytes at a time must start on 16 bytes (rows then do: d is a
+// multiple of 8), and the softmax family writes lse.
+inline void check_mma_operands(const char* what, std::initializer_list<const void*> codes, bool needs_lse,
+                               const void* lse) {
+  for (const void* p : codes)
+    SINKLAB_CHECK(p && reinterpret_cast<uintptr_t>(p) % 16 == 0, what,
+                  ": q, k, v and dO must be device pointers aligned to 16 bytes, got ", p);
+  SINKLAB_CHECK(!needs_lse || lse, what, ": the softmax family needs lse");
 }
 
 template <class F>
@@ -104,11 +123,12 @@ void attention_mma_forward(const Score& score, const typename Score::template Ar
   sh.block_k = kernels::cuda::mma::kRows;
   const int64_t blocks = kernels::cuda::attention_mma_forward_blocks(sh);
   if (blocks == 0) return;
+  detail::check_mma_operands("attention_mma_forward", {q, k, v}, Score::family == score::Family::Normalised, lse);
   detail::with_head_size(sh.d, "attention_mma_forward", [&](auto d) {
     constexpr int D = decltype(d)::value;
     auto kernel = detail::attention_mma_forward_kernel<E, D, Score, Mask>;
     const std::size_t shared = kernels::cuda::attention_mma_forward_shared_bytes<D>();
-    detail::allow_mma_shared(kernel, shared, "attention_mma_forward");
+    detail::allow_mma_shared(kernel, shared, sh.d, "attention_mma_forward");
     kernel<<<detail::grid(blocks), kernels::cuda::mma::kThreads, shared, stream>>>(score, args, q, k, v, out, lse, sh);
     detail::launched("attention_mma_forward_kernel");
   });
@@ -127,6 +147,8 @@ void attention_mma_backward(const Score& score, const typename Score::template A
   const int64_t query_blocks = kernels::cuda::attention_mma_forward_blocks(sh);
   const int64_t key_blocks = kernels::cuda::attention_mma_backward_kv_blocks(sh);
   constexpr bool normalised = Score::family == score::Family::Normalised;
+  if (query_blocks > 0 || key_blocks > 0)
+    detail::check_mma_operands("attention_mma_backward", {q, k, v, dout}, normalised, lse);
   detail::with_head_size(sh.d, "attention_mma_backward", [&](auto d) {
     constexpr int Dh = decltype(d)::value;
     const std::size_t q_shared = kernels::cuda::attention_mma_backward_q_shared_bytes<Dh>();
@@ -134,7 +156,7 @@ void attention_mma_backward(const Score& score, const typename Score::template A
       if (query_blocks > 0) {
         if constexpr (Score::clipped) {  // D = Σ P w'(P) dA needs a sweep over the keys
           auto stats = detail::attention_mma_q_kernel<E, Dh, true, Score, Mask>;
-          detail::allow_mma_shared(stats, q_shared, "attention_mma_backward (statistics)");
+          detail::allow_mma_shared(stats, q_shared, Dh, "attention_mma_backward (statistics)");
           stats<<<detail::grid(query_blocks), kThreads, q_shared, stream>>>(score, args, q, k, v, lse, D, dout,
                                                                              nullptr, row_grad, sh);
           detail::launched("attention_mma_q_kernel (statistics)");
@@ -150,13 +172,13 @@ void attention_mma_backward(const Score& score, const typename Score::template A
     if (key_blocks > 0) {
       auto kv = detail::attention_mma_kv_kernel<E, Dh, Score, Mask>;
       const std::size_t kv_shared = kernels::cuda::attention_mma_backward_kv_shared_bytes<Dh>();
-      detail::allow_mma_shared(kv, kv_shared, "attention_mma_backward (dK, dV)");
+      detail::allow_mma_shared(kv, kv_shared, Dh, "attention_mma_backward (dK, dV)");
       kv<<<detail::grid(key_blocks), kThreads, kv_shared, stream>>>(score, q, k, v, lse, D, dout, dk, dv, sh);
       detail::launched("attention_mma_kv_kernel");
     }
     if (query_blocks > 0) {
       auto qk = detail::attention_mma_q_kernel<E, Dh, false, Score, Mask>;
-      detail::allow_mma_shared(qk, q_shared, "attention_mma_backward (dQ)");
+      detail::allow_mma_shared(qk, q_shared, Dh, "attention_mma_backward (dQ)");
       qk<<<detail::grid(query_blocks), kThreads, q_shared, stream>>>(score, args, q, k, v, lse, D, dout, dq, nullptr,
                                                                       sh);
       detail::launched("attention_mma_q_kernel");

@@ -18,6 +18,8 @@
 // Shapes: q [B, H, T, D], k, v [B, H_kv, S, D] as dense codes of E; out [B, H, T, D] and lse
 // [B, H, T] float; kv_lengths as AttentionShape says. D is 32, 64 or 128. The weights are
 // rounded to E before W·V, as FlashAttention-2 rounds P; the scores and the normaliser stay float.
+// fp16 keeps 3 more mantissa bits than bf16 but only values below 65504: a point-wise weight
+// beyond that (a polynomial score of large logits) becomes infinity in fp16, not in bf16.
 #pragma once
 #include <cmath>
 #include <cstddef>
