@@ -7,6 +7,7 @@
 //                 fall in eight different bank groups
 //   load_tile     the block copies rows [0, 64) of a [·, D] matrix into a Tile with cp.async,
 //                 zero-filling rows at or past `valid` (never reading them)
+//   next_kv_tile  the double buffer's step: the next key/value tiles in flight, this one waited for
 //   mma_abt       a warp's acc (16 × N) += A[a0 … a0+16) · B[b0 … b0+N)ᵀ, A and B tiles of depth D
 //   mma_pb        a warp's acc (16 × D) += P (16 × K, registers) · B[0 … K) of a tile
 //   pack_a        the float accumulator of a 16 × K product as the A operand (K/16 register quads)
@@ -54,6 +55,27 @@ SINKLAB_HD void load_tile(Ctx& ctx, uint16_t* tile, const uint16_t* src, int64_t
     const int r = x / chunks, c = (x % chunks) * 8;
     simt::cp_async_16(ctx, tile + Tile<D>::at(r, c), r < valid ? src + static_cast<int64_t>(r) * D + c : nullptr);
   }
+}
+
+// The double buffer of key and value tiles at step j of `tiles`: issues tile j + 1 (rows from
+// (j + 1)·64 of kb, vb; zeros from `end` on) into the buffers tile j does not use, waits for tile
+// j (committed by the caller before step 0, by this call before the others) and syncs the block.
+// The caller syncs again once every warp is done with tile j, before step j + 1 refills its
+// buffers.
+template <int D, class Ctx>
+SINKLAB_HD void next_kv_tile(Ctx& ctx, uint16_t* ks, uint16_t* vs, const uint16_t* kb, const uint16_t* vb, int64_t j,
+                             int64_t tiles, int64_t end) {
+  if (j + 1 < tiles) {
+    const int free = static_cast<int>(1 - j % 2);
+    const int64_t j0 = (j + 1) * kRows;
+    load_tile<D>(ctx, ks + free * Tile<D>::kElems, kb + j0 * D, end - j0);
+    load_tile<D>(ctx, vs + free * Tile<D>::kElems, vb + j0 * D, end - j0);
+    simt::cp_async_commit(ctx);
+    simt::cp_async_wait<1>(ctx);
+  } else {
+    simt::cp_async_wait<0>(ctx);
+  }
+  ctx.sync();
 }
 
 // acc (16 × N, N/8 n-tiles) += A · Bᵀ, A = rows a0 … a0+15 of tile a, B = rows b0 … b0+N−1 of

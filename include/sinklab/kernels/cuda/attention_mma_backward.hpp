@@ -120,16 +120,7 @@ SINKLAB_HD void attention_mma_backward_q(Ctx& ctx, const Score& score, const typ
     simt::cp_async_commit(ctx);
     for (int64_t j = 0; j < tiles; ++j) {
       const int buf = static_cast<int>(j % 2);
-      if (j + 1 < tiles) {
-        const int64_t j0 = (j + 1) * kRows;
-        mma::load_tile<D>(ctx, ks + (1 - buf) * Tile::kElems, kb + j0 * D, kend - j0);
-        mma::load_tile<D>(ctx, vs + (1 - buf) * Tile::kElems, vb + j0 * D, kend - j0);
-        simt::cp_async_commit(ctx);
-        simt::cp_async_wait<1>(ctx);
-      } else {
-        simt::cp_async_wait<0>(ctx);
-      }
-      ctx.sync();
+      mma::next_kv_tile<D>(ctx, ks, vs, kb, vb, j, tiles, kend);
       if (mma::sees_from<Mask>(q0 + warp * 16, 16, sh.T, sh.T, sh.S, kvlen, j * kRows)) {
         float s[N][4], da[N][4];
         mma::zero(s);

@@ -49,8 +49,10 @@ namespace mma {
 template <class Score, bool SecondPass = false>
 struct RowUpdate;
 
+// The softmax family: the online normaliser; the weights are e^{s − m}. Clipped softmax's first
+// pass runs it for the normaliser alone (its weights are not used).
 template <class Score>
-  requires(Score::family == score::Family::Normalised && !Score::clipped)
+  requires(Score::family == score::Family::Normalised)
 struct RowUpdate<Score, false> {
   score::OnlineRow<float> row[2];
   template <class A>
@@ -74,33 +76,6 @@ struct RowUpdate<Score, false> {
     }
   }
   SINKLAB_HD float out_scale(int h) const { return row[h].sum() > 0.f ? 1.f / row[h].sum() : 0.f; }
-  SINKLAB_HD float lse(int h) const { return row[h].lse(); }
-};
-
-// Clipped softmax, first pass: the normaliser only (no weights, no output).
-template <class Score>
-  requires(Score::clipped)
-struct RowUpdate<Score, false> {
-  score::OnlineRow<float> row[2];
-  template <class A>
-  SINKLAB_HD RowUpdate(const Score& sc, const A& args, int64_t head, int64_t, int64_t, int64_t)
-      : row{sc.template start<float>(args, head), sc.template start<float>(args, head)} {}
-  template <class Ctx, int N>
-  SINKLAB_HD void tile(Ctx& ctx, const Score&, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
-    using std::exp;
-    for (int h = 0; h < 2; ++h) {
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int n = 0; n < N; ++n)
-        for (int x = 2 * h; x < 2 * h + 2; ++x)
-          if (seen[n][x]) mx = mx < s[n][x] ? s[n][x] : mx;
-      alpha[h] = row[h].rescale(quad_max(ctx, mx));
-      const float shift = row[h].shift();
-      float sum = 0.f;
-      for (int n = 0; n < N; ++n)
-        for (int x = 2 * h; x < 2 * h + 2; ++x) sum += seen[n][x] ? exp(s[n][x] - shift) : 0.f;
-      row[h].add(quad_sum(ctx, sum));
-    }
-  }
   SINKLAB_HD float lse(int h) const { return row[h].lse(); }
 };
 
@@ -188,16 +163,7 @@ SINKLAB_HD void attention_mma_forward(Ctx& ctx, const Score& score, const typena
           mma::load_tile<D>(ctx, vs, vb, kend);
           simt::cp_async_commit(ctx);
         }
-        if (j + 1 < tiles) {  // the next tile into the other buffer, freed by the last sync
-          const int64_t j0 = (j + 1) * kRows;
-          mma::load_tile<D>(ctx, ks + (1 - buf) * mma::Tile<D>::kElems, kb + j0 * D, kend - j0);
-          mma::load_tile<D>(ctx, vs + (1 - buf) * mma::Tile<D>::kElems, vb + j0 * D, kend - j0);
-          simt::cp_async_commit(ctx);
-          simt::cp_async_wait<1>(ctx);
-        } else {
-          simt::cp_async_wait<0>(ctx);
-        }
-        ctx.sync();
+        mma::next_kv_tile<D>(ctx, ks, vs, kb, vb, j, tiles, kend);
         // A warp none of whose rows sees this tile skips it (the condition is the warp's own).
         if (mma::sees_from<Mask>(q0 + warp * 16, 16, sh.T, sh.T, sh.S, kvlen, j * kRows)) {
           float s[N][4];
