@@ -234,29 +234,27 @@ void print_mma(const CudaOptions& o, int sms, const bench::CudaMmaRun& run, cons
     for (std::size_t i = 0; i < o.Ts.size(); ++i) std::printf("---:|");
     std::printf("\n");
   };
-  std::printf("\nEvery score family, tensor-core kernels: forward + backward time over bf16 softmax's\n");
-  header("score");
-  for (int64_t d : ds)
-    for (const auto& [score, elem] : scores) {
-      std::printf("| %s | %lld |", score_label(score, elem).c_str(), (long long)d);
-      for (int64_t T : o.Ts) {
-        const auto *t = find(score, elem, d, T), *s = find("softmax", "bf16", d, T);
-        std::printf(" %s |", t && s ? ratio_or_dash(t->forward_ms + t->backward_ms, s->forward_ms + s->backward_ms).c_str()
-                                    : "–");
+  // One table: a row per (d_head, score), a column per T, cell(score, elem, d, T) in each.
+  auto table = [&](const char* title, auto cell) {
+    std::printf("\n%s\n", title);
+    header("score");
+    for (int64_t d : ds)
+      for (const auto& [score, elem] : scores) {
+        std::printf("| %s | %lld |", score_label(score, elem).c_str(), (long long)d);
+        for (int64_t T : o.Ts) std::printf(" %s |", cell(score, elem, d, T).c_str());
+        std::printf("\n");
       }
-      std::printf("\n");
-    }
-  std::printf("\nEvery score family, tensor-core kernels: forward / backward ms\n");
-  header("score");
-  for (int64_t d : ds)
-    for (const auto& [score, elem] : scores) {
-      std::printf("| %s | %lld |", score_label(score, elem).c_str(), (long long)d);
-      for (int64_t T : o.Ts) {
-        const auto* t = find(score, elem, d, T);
-        std::printf(" %s |", t ? (ms_or_dash(t->forward_ms) + " / " + ms_or_dash(t->backward_ms)).c_str() : "–");
-      }
-      std::printf("\n");
-    }
+  };
+  table("Every score family, tensor-core kernels: forward + backward time over bf16 softmax's",
+        [&](const std::string& score, const std::string& elem, int64_t d, int64_t T) -> std::string {
+          const auto *t = find(score, elem, d, T), *s = find("softmax", "bf16", d, T);
+          return t && s ? ratio_or_dash(t->forward_ms + t->backward_ms, s->forward_ms + s->backward_ms) : "–";
+        });
+  table("Every score family, tensor-core kernels: forward / backward ms",
+        [&](const std::string& score, const std::string& elem, int64_t d, int64_t T) -> std::string {
+          const auto* t = find(score, elem, d, T);
+          return t ? ms_or_dash(t->forward_ms) + " / " + ms_or_dash(t->backward_ms) : "–";
+        });
 
   std::printf("\nq, k, v, dO to bf16 codes (four attention_mma_codes calls, once per shape; not in the times above)\n"
               "| d_head | T | codes ms | GB/s (4 B read + 2 B written per element) | codes / softmax fwd+bwd |\n"

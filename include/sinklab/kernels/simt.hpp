@@ -29,6 +29,7 @@
 
 #if !defined(__CUDACC__)  // the emulator is for host compilers; nvcc builds get simt::Cuda
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -59,7 +60,7 @@ struct Cuda {
   // The sum over the 32 lanes of this thread's warp, on every lane (xor butterfly).
   template <class T>
   __device__ T warp_sum(T v) const {
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += shfl_xor(v, offset);
     return v;
   }
   // Lane (lane ^ mask)'s v, on every lane of the warp.
@@ -108,12 +109,11 @@ class Emulated {
     int64_t threads = 0;
     Barrier all;
     std::vector<std::unique_ptr<Barrier>> warps;
-    std::vector<double> exchange;  // kWarp slots per warp (any T up to 8 bytes)
-    std::vector<uint64_t> words;   // kWords per thread: the operands of a warp's matrix instruction
+    std::vector<uint64_t> words;  // kWords per thread: what a lane gives a shuffle or a matrix instruction
     std::vector<std::max_align_t> shared;
     std::size_t shared_bytes;
     Block(int64_t n, std::size_t bytes)
-        : threads(n), all(n), exchange(static_cast<std::size_t>(n)), words(static_cast<std::size_t>(n) * kWords),
+        : threads(n), all(n), words(static_cast<std::size_t>(n) * kWords),
           shared((bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)), shared_bytes(bytes) {
       for (int64_t w = 0; w < n / kWarp; ++w) warps.push_back(std::make_unique<Barrier>(kWarp));
     }
@@ -148,33 +148,23 @@ class Emulated {
   }
   template <class T>
   T warp_sum(T v) const {
-    static_assert(sizeof(T) <= sizeof(double), "simt::Emulated::warp_sum: values of up to 8 bytes");
-    Barrier& warp = *b_->warps[static_cast<std::size_t>(thread_ / kWarp)];
-    T* slots = reinterpret_cast<T*>(b_->exchange.data() + (thread_ / kWarp) * kWarp);
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      slots[lane()] = v;
-      warp.arrive_and_wait();
-      const T other = slots[lane() ^ offset];
-      warp.arrive_and_wait();  // everyone has read before the next step writes
-      v += other;
-    }
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += shfl_xor(v, offset);
     return v;
   }
   template <class T>
   T shfl_xor(T v, int mask) const {
-    static_assert(sizeof(T) <= sizeof(double), "simt::Emulated::shfl_xor: values of up to 8 bytes");
-    Barrier& warp = *b_->warps[static_cast<std::size_t>(thread_ / kWarp)];
-    T* slots = reinterpret_cast<T*>(b_->exchange.data() + (thread_ / kWarp) * kWarp);
-    slots[lane()] = v;
-    warp.arrive_and_wait();
-    const T other = slots[lane() ^ mask];
-    warp.arrive_and_wait();
+    static_assert(sizeof(T) <= sizeof(uint64_t), "simt::Emulated::shfl_xor: values of up to 8 bytes");
+    uint64_t mine = 0;
+    std::memcpy(&mine, &v, sizeof(T));
+    T other;
+    warp_exchange(&mine, 1,
+                  [&](const uint64_t* w) { std::memcpy(&other, &w[(lane() ^ mask) * kWords], sizeof(T)); });
     return other;
   }
 
-  // The warp's exchange for matrix instructions (simt_mma.hpp): this thread posts n ≤ kWords
-  // words, then read(words) sees every lane's (lane l's at words[l · kWords]); the warp meets
-  // before and after, so the slots are free again on return.
+  // The warp's exchange under its shuffles and matrix instructions (simt_mma.hpp): this thread
+  // posts n ≤ kWords words, then read(words) sees every lane's (lane l's at words[l · kWords]);
+  // the warp meets before and after, so the slots are free again on return.
   template <class Read>
   void warp_exchange(const uint64_t* mine, int n, Read&& read) const {
     Barrier& warp = *b_->warps[static_cast<std::size_t>(thread_ / kWarp)];

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "sinklab/core/error.hpp"
 #include "sinklab/cuda/device.cuh"
@@ -56,18 +57,25 @@ __global__ void attention_backward_params_kernel(const T* row_grad, T* dparam, k
   kernels::cuda::attention_backward_params(ctx, row_grad, dparam, sh);
 }
 
-// Allows `kernel` `bytes` of dynamic shared memory, or says which configuration does not fit.
+// Allows `kernel` `bytes` of dynamic shared memory, or fails naming `what`, the configuration
+// that does not fit and what to do about it.
 template <class Kernel>
-void allow_shared(Kernel kernel, std::size_t bytes, const AttentionLaunch& cfg, const char* what) {
+void allow_shared_bytes(Kernel kernel, std::size_t bytes, const char* what, const std::string& config,
+                        const char* remedy) {
   if (bytes <= 48 * 1024) return;
   int dev = 0, most = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
-  SINKLAB_CHECK(bytes <= static_cast<std::size_t>(most), what, ": ", cfg.threads, " threads with block_k ",
-                cfg.block_k, " need ", bytes, " bytes of shared memory; the device allows ", most,
-                " per block (use fewer threads or a smaller block_k)");
+  SINKLAB_CHECK(bytes <= static_cast<std::size_t>(most), what, ": ", config, " need ", bytes,
+                " bytes of shared memory; the device allows ", most, " per block (", remedy, ")");
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
         "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+}
+template <class Kernel>
+void allow_shared(Kernel kernel, std::size_t bytes, const AttentionLaunch& cfg, const char* what) {
+  allow_shared_bytes(kernel, bytes, what,
+                     std::to_string(cfg.threads) + " threads with block_k " + std::to_string(cfg.block_k),
+                     "use fewer threads or a smaller block_k");
 }
 
 inline unsigned grid(int64_t blocks) { return static_cast<unsigned>(blocks < 2147483647 ? blocks : 2147483647); }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 #include "sinklab/core/error.hpp"
 #include "sinklab/cuda/attention.cuh"
@@ -16,6 +17,7 @@
 #include "sinklab/kernels/cuda/attention_backward.hpp"
 #include "sinklab/kernels/cuda/attention_mma_backward.hpp"
 #include "sinklab/kernels/cuda/attention_mma_forward.hpp"
+#include "sinklab/kernels/cuda/convert.hpp"
 
 namespace sinklab::cuda_backend {
 
@@ -25,9 +27,8 @@ namespace detail {
 
 template <class E>
 __global__ void attention_mma_codes_kernel(const float* src, int64_t n, uint16_t* dst) {
-  for (int64_t x = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; x < n;
-       x += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[x] = E::from_float(src[x]);
+  simt::Cuda ctx;
+  kernels::cuda::to_codes_dense<E>(ctx, src, 1, 1, n, n, n, dst);
 }
 
 template <class E, int D, class Score, class Mask>
@@ -69,15 +70,8 @@ __global__ void __launch_bounds__(kernels::cuda::mma::kThreads)
 // sm_86/89, 163 on the A100, 227 on the H100).
 template <class Kernel>
 void allow_mma_shared(Kernel kernel, std::size_t bytes, int64_t d, const char* what) {
-  if (bytes <= 48 * 1024) return;
-  int dev = 0, most = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
-  SINKLAB_CHECK(bytes <= static_cast<std::size_t>(most), what, ": head size ", d, " needs ", bytes,
-                " bytes of shared memory per block; the device allows ", most,
-                " (the tensor-core kernels need sm_80 or later)");
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  allow_shared_bytes(kernel, bytes, what, "the tensor-core kernels at head size " + std::to_string(d),
+                     "they need sm_80 or later");
 }
 static_assert(kernels::cuda::attention_mma_backward_kv_shared_bytes<128>() <= 99 * 1024,
               "the tensor-core attention's largest block must fit sm_86/89's 99 KiB of shared memory");

@@ -19,6 +19,7 @@
 #include "sinklab/core/tensor.hpp"
 #include "sinklab/cuda/attention.cuh"
 #include "sinklab/cuda/attention_mma.cuh"
+#include "sinklab/cuda/gemm.cuh"
 #include "sinklab/cuda/memory.cuh"
 #include "sinklab/kernels/cpu/attention_common.hpp"
 #include "sinklab/kernels/cpu/attention_transforms.hpp"
@@ -69,12 +70,9 @@ bool use_mma(const kernels::AttentionOptions& opt, int64_t d) {
     return major >= 8;
   }
 }
-// A dense float tensor's bf16 codes in scratch from the device's block cache.
+// A dense float tensor's bf16 codes, in the bf16 GEMM's scratch (gemm.cuh).
 inline std::shared_ptr<uint16_t[]> bf16_codes(const DeviceTensor<float>& x) {
-  const auto n = static_cast<std::size_t>(x.numel());
-  std::shared_ptr<uint16_t[]> codes = memory<cuda>::allocate<uint16_t>(n > 0 ? n : 1);
-  attention_mma_codes<simt::Bf16>(x.data(), x.numel(), codes.get());
-  return codes;
+  return bf16_copy(x.data(), 1, 1, x.numel(), x.numel(), x.numel());
 }
 
 inline DeviceTensor<int64_t> kv_lengths_on_device(const kernels::AttentionOptions& opt) {

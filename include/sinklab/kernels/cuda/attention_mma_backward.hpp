@@ -230,7 +230,8 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
     mma::zero(dva);
     mma::load_tile<D>(ctx, ks, k + (bk * sh.S + j0) * D, kvlen - j0);
     mma::load_tile<D>(ctx, vs, v + (bk * sh.S + j0) * D, kvlen - j0);
-    int64_t x = next(0);
+    const int64_t first = next(0);
+    int64_t x = first;
     if (x < items) {
       load(x, 0);  // commits K and V with the first query tile
     } else {
@@ -279,7 +280,7 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
       ctx.sync();
       x = x_next;
     }
-    if (next(0) >= items) {  // no query tile: complete the key tile's copies all the same
+    if (first >= items) {  // no query tile: complete the key tile's copies all the same
       simt::cp_async_wait<0>(ctx);
       ctx.sync();
     }
