@@ -476,21 +476,36 @@ def command_parity(args):
               **{"grad " + n: g for n, g in want.items()}}
     rows = [(n, relative_error(ours[n], theirs[n])) for n in ours]
     worst = max(e for _, e in rows)
-    # The same model in float64: which side a disagreement comes from (both are fp32).
+    # The same model in float64: which side a disagreement comes from (both are fp32). A tensor
+    # whose float32 value is ill-conditioned (a scalar gradient summing terms that cancel, say)
+    # can differ between the two by more than --tol while each is as close to float64 as float32
+    # allows: such a tensor passes when sinklab is no further from float64 than --fp32-factor
+    # times torch's own distance (and within 100 × --tol).
     _, logits64, loss64, grads64 = gradients(args.checkpoint, ids, targets, torch.float64)
     exact = {"logits": logits64, "loss": loss64, **{"grad " + n: g for n, g in grads64.items()}}
-    off = {side: max(relative_error(v[n].double(), exact[n]) for n in exact) for side, v in
-           (("sinklab", theirs), ("torch", ours))}
+    to_exact = {side: {n: relative_error(v[n].double(), exact[n]) for n in exact} for side, v in
+                (("sinklab", theirs), ("torch", ours))}
+    off = {side: max(errs.values()) for side, errs in to_exact.items()}
+
+    def verdict(n, e):
+        if e <= args.tol:
+            return "ok  "
+        s64, t64 = to_exact["sinklab"][n], to_exact["torch"][n]
+        return "fp32" if s64 <= min(100 * args.tol, max(args.tol, args.fp32_factor * t64)) else "FAIL"
+
     label = os.path.basename(args.checkpoint)
     print(f"{label}: {len(rows)} tensors, worst relative error {worst:.2e} (tolerance {args.tol:.0e}); "
           f"against float64: sinklab {off['sinklab']:.2e}, torch {off['torch']:.2e}")
+    failed = 0
     for n, e in rows:
-        if e > args.tol or args.verbose:
-            print(f"  {'FAIL' if e > args.tol else 'ok  '} {n}: {e:.2e} (float64: sinklab "
-                  f"{relative_error(theirs[n].double(), exact[n]):.2e}, torch {relative_error(ours[n].double(), exact[n]):.2e})")
+        v = verdict(n, e)
+        failed += v == "FAIL"
+        if v != "ok  " or args.verbose:
+            print(f"  {v} {n}: {e:.2e} (float64: sinklab {to_exact['sinklab'][n]:.2e}, torch {to_exact['torch'][n]:.2e})"
+                  + (f"; passes: sinklab within {args.fp32_factor:g}x torch's own float32 error" if v == "fp32" else ""))
     if args.roundtrip:
         save_sinklab(model, args.roundtrip, {"written_by": "sinklab_torch.py"})
-    return 0 if worst <= args.tol else 1
+    return 1 if failed else 0
 
 
 # Hugging Face Llama names for the sinklab decoder's vanilla form.
@@ -551,6 +566,9 @@ def main(argv=None):
     p.add_argument("checkpoint", help="a self-describing sinklab checkpoint (io::save_parameters)")
     p.add_argument("expected", help="ids, targets, logits, loss and grad.<parameter> written by sinklab")
     p.add_argument("--tol", type=float, default=1e-5, help="largest max|torch - sinklab| / max|sinklab| per tensor")
+    p.add_argument("--fp32-factor", type=float, default=4.0,
+                   help="a tensor over --tol still passes when sinklab's distance to float64 is at most this times "
+                        "torch's (default 4)")
     p.add_argument("--roundtrip", help="also write the PyTorch module back as a sinklab checkpoint here")
     p.add_argument("--verbose", action="store_true", help="list every tensor, not only the failing ones")
     p.set_defaults(run=command_parity)

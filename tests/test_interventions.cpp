@@ -154,15 +154,12 @@ void check_layer_against_loops(uint64_t seed) {
   auto in = make_inputs({x});
   auto params = nn::parameter_list<double>(layer);
   params.push_back(&in[0]);
-  const auto r = gradcheck(
-      [&](Tape<double>& t) {
-        AttentionRecorder<double> rc;
-        attn::Extras<double> e;
-        e.probe = &rc;
-        e.interventions = &ivs;
-        return layer.forward(t, t.param(in[0]), e);
-      },
-      params);
+  // The recorder outlives each tape: the backward writes the recorded gradients into it.
+  AttentionRecorder<double> rc;
+  attn::Extras<double> e;
+  e.probe = &rc;
+  e.interventions = &ivs;
+  const auto r = gradcheck([&](Tape<double>& t) { return layer.forward(t, t.param(in[0]), e); }, params);
   INFO(r);
   CHECK(r.ok);
 }

@@ -8,7 +8,7 @@
 // The caller chooses the algorithm: without a recorder the fused kernels stream key blocks and
 // never hold the T×S matrix; with one (AttentionRecorder, what probes read) the materialised
 // kernels run and the recorder receives weights, logits, lse, value norms, gate values and,
-// after the backward, the gradients at q, k and v.
+// after the backward, the gradients at q, k and v (so it must outlive the tape's backward).
 #pragma once
 #include <cstdint>
 #include <vector>
