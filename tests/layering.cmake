@@ -20,3 +20,12 @@ sinklab_layering_violation(op_calling_cpu_kernels autodiff/ops/bad.hpp
 # an op looping over a tensor's data itself
 sinklab_layering_violation(op_looping_over_data autodiff/ops/bad.hpp
                            "#include \"sinklab/kernels/backend.hpp\"\ntemplate <class X> void f(X& t) { t.data()[0] = 1; }\n")
+
+# Every repository path a comment or a doc names is there (scripts/check-references.sh), and the
+# check fails on a doc that names a missing one.
+add_test(NAME references COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-references.sh ${PROJECT_SOURCE_DIR})
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/references_missing/docs/page.md "See docs/missing.md and nn/gone.hpp.\n")
+add_test(NAME references_catch_a_missing_file
+         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check-references.sh ${CMAKE_CURRENT_BINARY_DIR}/references_missing)
+set_tests_properties(references_catch_a_missing_file PROPERTIES PASS_REGULAR_EXPRESSION
+                     "names docs/missing\\.md, which is not in the repository\ndocs/page\\.md: names nn/gone\\.hpp")

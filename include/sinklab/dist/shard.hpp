@@ -1,7 +1,7 @@
 // Each rank's share of a batch. Every rank draws the same global batch from the run's seeded
 // stream and keeps its own rows, so N ranks with B rows each see exactly the samples one
 // process sees with N·B — the property that makes data-parallel results comparable with
-// single-process ones (tests/test_dist_mpi.cpp).
+// single-process ones (tests/dist.cmake's dist_mpi_data_parallel, tests/dist/dist_train.cpp).
 #pragma once
 #include <cstdint>
 

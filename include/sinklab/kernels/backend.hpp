@@ -60,8 +60,8 @@ SINKLAB_HD T max_along(const T* x, int64_t n, int64_t stride, int64_t& arg) {
 struct AttentionOptions {
   double scale = 0.0;          // multiplies q·k before the score function; 0 means 1/√d_head
   Tensor<int64_t> kv_lengths;  // [B] keys per batch entry (padding at the end), on the host; undefined: all S
-  // Blocks of the fused kernels. 32 × 128 beat 64 × 64 by 5–15% forward and 3–11% backward for
-  // d_head 32–64 and T 128–1024 (more query tasks to balance, half the per-row softmax passes).
+  // Blocks of the fused kernels (more query tasks to balance than 64 × 64, half the per-row
+  // softmax passes; measured in docs/results/train-step.md, "What made the difference").
   int64_t block_q = 32;   // rows of a query block
   int64_t block_k = 128;  // keys of a key block
   // bf16: the fused CPU kernels' products (Q·Kᵀ, P·V and the backward's dO·Vᵀ, Pᵀ·dO, dS·K, dSᵀ·Q)

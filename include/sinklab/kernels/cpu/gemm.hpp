@@ -41,9 +41,9 @@ void gemm_serial(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, c
     if (ep && M > 0) ep(0, M);
     return;
   }
-  // Products of some size take the register-blocked kernel (gemm_packed.hpp): 5–15% faster than
-  // Eigen's on the projection shapes of a transformer, and it writes C without zero-filling it
-  // first. Tiny ones stay with Eigen, whose setup costs less.
+  // Products of some size take the register-blocked kernel (gemm_packed.hpp), which writes C
+  // without zero-filling it first (against Eigen's: docs/results/train-step.md, "What made the
+  // difference"). Tiny ones stay with Eigen, whose setup costs less.
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= 32.0 * 32 * 32 && M >= 4) {
       gemm_packed(ta == Trans::T, tb == Trans::T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
