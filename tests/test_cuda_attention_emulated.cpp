@@ -75,7 +75,7 @@ void check(const Score& score, bool padded, double tol) {
   CHECK(sinklab_test::max_rel_diff(dv, grads.dv) <= tol);
   if constexpr (Score::has_sink) {
     Tensor<T> dsink = Tensor<T>::zeros({H});
-    simt::emulate(1, 32, 0, [&](simt::Emulated& ctx) {
+    simt::emulate(2, 64, 64 * sizeof(T), [&](simt::Emulated& ctx) {  // two blocks: grid-stride over heads
       kernels::cuda::attention_backward_params(ctx, row_grad.data(), dsink.data(), sh);
     });
     CHECK(sinklab_test::max_rel_diff(dsink, grads.dscore.sink_logit) <= tol);

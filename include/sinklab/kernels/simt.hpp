@@ -22,6 +22,7 @@
 // divergence (a barrier reached by some threads only hangs here as it is undefined there), and
 // timing; blocks run one after another. Blocks must be whole warps (a multiple of 32 threads).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,6 +43,18 @@
 namespace sinklab::simt {
 
 inline constexpr int kWarp = 32;
+
+// e^x where a kernel rounds the result to bf16 / fp16 next (the tensor-core attention's
+// weights): on a GPU the SFU's 2^x of x·log2(e) (__expf: two instructions and no branch,
+// relative error ~2^-21 over the exponents a row update takes, far below that rounding);
+// std::exp on the emulator.
+SINKLAB_HD inline float exp_fast(float x) {
+#if defined(__CUDA_ARCH__)
+  return __expf(x);
+#else
+  return std::exp(x);
+#endif
+}
 
 #if defined(__CUDACC__)
 // The context of a thread of a CUDA kernel.

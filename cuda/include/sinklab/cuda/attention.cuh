@@ -133,7 +133,9 @@ void attention_backward(const Score& score, const typename Score::template Args<
   }
   if constexpr (Score::has_sink) {
     SINKLAB_CHECK(row_grad && dparam, "attention_backward: ", Score::name, " needs row_grad and dparam");
-    detail::attention_backward_params_kernel<T><<<1, 32, 0, cfg.stream>>>(row_grad, dparam, sh);
+    constexpr int threads = kernels::cuda::kParamsThreads;  // a block per head
+    detail::attention_backward_params_kernel<T>
+        <<<detail::grid(sh.H > 0 ? sh.H : 1), threads, threads * sizeof(T), cfg.stream>>>(row_grad, dparam, sh);
     detail::launched("attention_backward_params_kernel");
   }
 }

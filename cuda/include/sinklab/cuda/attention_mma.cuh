@@ -180,7 +180,9 @@ void attention_mma_backward(const Score& score, const typename Score::template A
   });
   if constexpr (Score::has_sink) {
     SINKLAB_CHECK(row_grad && dparam, "attention_mma_backward: ", Score::name, " needs row_grad and dparam");
-    detail::attention_backward_params_kernel<float><<<1, 32, 0, stream>>>(row_grad, dparam, sh);
+    constexpr int threads = kernels::cuda::kParamsThreads;  // a block per head
+    detail::attention_backward_params_kernel<float>
+        <<<detail::grid(sh.H > 0 ? sh.H : 1), threads, threads * sizeof(float), stream>>>(row_grad, dparam, sh);
     detail::launched("attention_backward_params_kernel");
   }
 }

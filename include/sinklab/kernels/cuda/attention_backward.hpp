@@ -15,7 +15,7 @@
 //   attention_backward_kv       a thread per key row of a (batch, kv head): over the query
 //                               heads of its group and query tiles in shared memory, dK_j, dV_j
 //   attention_backward_q        a thread per query row: over key tiles in shared memory, dQ_i
-//   attention_backward_params   a thread per head: the row terms summed in row order
+//   attention_backward_params   a block per head: the row terms summed in a fixed tree
 // Shapes as the forward's (attention_forward.hpp); out and lse are the forward's results.
 #pragma once
 #include <cmath>
@@ -35,8 +35,9 @@ struct PairGrad {
   T ds;  // ∂L/∂(raw scaled logit)
 };
 
-// One (query i, key j) pair from its raw scaled logit, the row's lse and D, and dA_ij.
-template <class Score, class T>
+// One (query i, key j) pair from its raw scaled logit, the row's lse and D, and dA_ij. FastExp:
+// the softmax family's p through simt::exp_fast (float; the tensor-core kernels, which round it).
+template <bool FastExp = false, class Score, class T>
 SINKLAB_HD PairGrad<T> pair_grad(const Score& score, T raw, T lse, T D, T dA, T rc_scale, T rc_bias) {
   using std::exp;
   T s = raw, tg = T(1);
@@ -45,7 +46,11 @@ SINKLAB_HD PairGrad<T> pair_grad(const Score& score, T raw, T lse, T D, T dA, T 
     s = static_cast<T>(score.logits(raw));
   }
   if constexpr (Score::family == score::Family::Normalised) {
-    const T p = exp(s - lse);
+    T p;
+    if constexpr (FastExp)
+      p = simt::exp_fast(s - lse);
+    else
+      p = exp(s - lse);
     const T wg = static_cast<T>(score.weight_grad(p));
     return {static_cast<T>(score.weight(p)), p * (wg * dA - D) * tg};
   } else {
@@ -271,14 +276,27 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
   }
 }
 
-// dparam [H] += Σ over batch and rows (in that order) of row_grad [B, H, T]; a thread per head.
+// dparam [H] += Σ over batch and rows of row_grad [B, H, T]; a block per head (grid-stride over
+// heads), ctx.threads() a power of two with that many T of shared memory. Each thread sums rows
+// tid, tid + threads, … and the block adds the partials in a fixed tree, so the sum does not
+// depend on timing (a thread per head summing B·T rows in turn took longer than the whole
+// tensor-core backward it followed).
+inline constexpr int kParamsThreads = 256;
 template <class Ctx, class T>
 SINKLAB_HD void attention_backward_params(Ctx& ctx, const T* row_grad, T* dparam, const AttentionShape& sh) {
-  for (int64_t h = ctx.block() * ctx.threads() + ctx.thread(); h < sh.H; h += ctx.blocks() * ctx.threads()) {
-    T s = T(0);
-    for (int64_t b = 0; b < sh.B; ++b)
-      for (int64_t i = 0; i < sh.T; ++i) s += row_grad[(b * sh.H + h) * sh.T + i];
-    dparam[h] += s;
+  T* part = ctx.template shared<T>();
+  const int64_t tid = ctx.thread(), threads = ctx.threads(), rows = sh.B * sh.T;
+  for (int64_t h = ctx.block(); h < sh.H; h += ctx.blocks()) {
+    T sum = T(0);
+    for (int64_t x = tid; x < rows; x += threads) sum += row_grad[((x / sh.T) * sh.H + h) * sh.T + x % sh.T];
+    part[tid] = sum;
+    ctx.sync();
+    for (int64_t w = threads / 2; w > 0; w /= 2) {
+      if (tid < w) part[tid] += part[tid + w];
+      ctx.sync();
+    }
+    if (tid == 0) dparam[h] += part[0];
+    ctx.sync();  // part is refilled for the next head
   }
 }
 

@@ -133,14 +133,16 @@ SINKLAB_HD void attention_mma_backward_q(Ctx& ctx, const Score& score, const typ
             const int hh = x / 2;
             const bool seen = 8 * n + 2 * t + x % 2 < lim[hh];
             const float raw = s[n][x] * scale;
+            // Selects rather than branches around each element's math (see the forward's row update).
             if constexpr (Statistics) {
-              using std::exp;
               float sv = raw;
               if constexpr (score::HasLogitsTransform<Score>) sv = static_cast<float>(score.logits(raw));
-              const float p = exp(sv - ra[hh]);
-              if (seen) dsum[hh] += p * static_cast<float>(score.weight_grad(p)) * da[n][x];
+              const float p = simt::exp_fast(sv - ra[hh]);
+              const float term = p * static_cast<float>(score.weight_grad(p)) * da[n][x];
+              dsum[hh] += seen ? term : 0.f;
             } else {
-              s[n][x] = seen ? scale * detail::pair_grad(score, raw, ra[hh], rb[hh], da[n][x], ra[hh], rb[hh]).ds : 0.f;
+              const float ds = scale * detail::pair_grad<true>(score, raw, ra[hh], rb[hh], da[n][x], ra[hh], rb[hh]).ds;
+              s[n][x] = seen ? ds : 0.f;
             }
           }
         if constexpr (!Statistics) {
@@ -262,14 +264,11 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
           for (int xx = 0; xx < 4; ++xx) {
             const int64_t j = jw + g + 8 * (xx / 2);
             const int r = c0 + 8 * n + 2 * t + xx % 2;
-            if (j < re[r]) {
-              const detail::PairGrad<float> pg =
-                  detail::pair_grad(score, st[n][xx] * scale, ra[r], rb[r], dat[n][xx], ra[r], rb[r]);
-              st[n][xx] = pg.a;
-              dat[n][xx] = scale * pg.ds;
-            } else {
-              st[n][xx] = dat[n][xx] = 0.f;
-            }
+            const bool seen = j < re[r];
+            const detail::PairGrad<float> pg =
+                detail::pair_grad<true>(score, st[n][xx] * scale, ra[r], rb[r], dat[n][xx], ra[r], rb[r]);
+            st[n][xx] = seen ? pg.a : 0.f;
+            dat[n][xx] = seen ? scale * pg.ds : 0.f;
           }
         uint32_t wa[NQ / 16][4], dsa[NQ / 16][4];
         mma::pack_a<E, NQ>(st, wa);

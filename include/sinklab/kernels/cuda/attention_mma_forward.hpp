@@ -61,17 +61,25 @@ struct RowUpdate<Score, false> {
 
   template <class Ctx, int N>
   SINKLAB_HD void tile(Ctx& ctx, const Score&, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
-    using std::exp;
+    // Selects, not branches: every element takes the same few instructions (a branch per
+    // element around a full-precision exp made this loop most of the kernel's instructions).
+    constexpr float kNone = -std::numeric_limits<float>::infinity();
     for (int h = 0; h < 2; ++h) {
-      float mx = -std::numeric_limits<float>::infinity();
+      float mx = kNone;
       for (int n = 0; n < N; ++n)
-        for (int x = 2 * h; x < 2 * h + 2; ++x)
-          if (seen[n][x]) mx = mx < s[n][x] ? s[n][x] : mx;
+        for (int x = 2 * h; x < 2 * h + 2; ++x) {
+          const float v = seen[n][x] ? s[n][x] : kNone;
+          mx = mx < v ? v : mx;
+        }
       alpha[h] = row[h].rescale(quad_max(ctx, mx));
       const float shift = row[h].shift();
       float sum = 0.f;
       for (int n = 0; n < N; ++n)
-        for (int x = 2 * h; x < 2 * h + 2; ++x) sum += (s[n][x] = seen[n][x] ? exp(s[n][x] - shift) : 0.f);
+        for (int x = 2 * h; x < 2 * h + 2; ++x) {
+          const float p = simt::exp_fast(s[n][x] - shift);
+          s[n][x] = seen[n][x] ? p : 0.f;
+          sum += s[n][x];
+        }
       row[h].add(quad_sum(ctx, sum));
     }
   }
@@ -87,13 +95,11 @@ struct RowUpdate<Score, true> {
   SINKLAB_HD RowUpdate(float lse0, float lse1) : lse_row{lse0, lse1} {}
   template <class Ctx, int N>
   SINKLAB_HD void tile(Ctx&, const Score& sc, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
-    using std::exp;
     for (int n = 0; n < N; ++n)
       for (int x = 0; x < 4; ++x) {
         const float l = lse_row[x / 2];
-        s[n][x] = seen[n][x] && l != -std::numeric_limits<float>::infinity()
-                      ? static_cast<float>(sc.weight(exp(s[n][x] - l)))
-                      : 0.f;
+        const float w = static_cast<float>(sc.weight(simt::exp_fast(s[n][x] - l)));
+        s[n][x] = seen[n][x] && l != -std::numeric_limits<float>::infinity() ? w : 0.f;
       }
     alpha[0] = alpha[1] = 1.f;
   }
@@ -115,7 +121,10 @@ struct RowUpdate<Score, false> {
   SINKLAB_HD void tile(Ctx&, const Score& sc, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
     for (int n = 0; n < N; ++n)
       for (int x = 0; x < 4; ++x)
-        s[n][x] = seen[n][x] ? static_cast<float>(sc.weight(s[n][x], c[x / 2], b[x / 2])) : 0.f;
+      {
+        const float w = static_cast<float>(sc.weight(s[n][x], c[x / 2], b[x / 2]));
+        s[n][x] = seen[n][x] ? w : 0.f;
+      }
     alpha[0] = alpha[1] = 1.f;
   }
   SINKLAB_HD float out_scale(int) const { return 1.f; }
