@@ -4,7 +4,7 @@
 // program in the same run on the same number of threads.
 //
 //   train_step [--config small|large|both] [--threads 2] [--steps 10] [--warmup 3] [--rounds 1]
-//              [--no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR] [--precision fp32|bf16]
+//              [--no-torch] [--profile] [--torch-script PATH] [--python PATH] [--openblas-dir DIR] [--precision fp32|bf16]
 //              [--torch-autocast] [--check-finite] [--device cpu|cuda] [--help]
 //
 // The small and large configs, the model and its batch: bench/decoder.hpp.
@@ -88,6 +88,8 @@ struct Args {
   std::string device = "cpu";
   kernels::Precision precision = kernels::Precision::fp32;
   std::string torch_script = std::string(SINKLAB_BENCH_SOURCE_DIR) + "/train_step_torch.py";
+  // Debian's python3-torch by default (a pyenv python3 earlier on PATH may lack torch).
+  std::string python = std::getenv("SINKLAB_PYTHON") ? std::getenv("SINKLAB_PYTHON") : "/usr/bin/python3";
   std::string openblas_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
 };
 
@@ -95,7 +97,7 @@ struct Args {
 [[noreturn]] void usage(const char* argv0, bool help = false) {
   std::fprintf(help ? stdout : stderr,
                "usage: %s [--config small|large|both] [--threads N] [--steps N] [--warmup N] [--rounds N]\n"
-               "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--openblas-dir DIR]\n"
+               "          [--torch | --no-torch] [--profile] [--torch-script PATH] [--python PATH] [--openblas-dir DIR]\n"
                "          [--precision fp32|bf16] [--torch-autocast] [--check-finite] [--device cpu|cuda] [--help]\n"
                "defaults: --config both --threads 2 --steps 10 --warmup 3 --rounds 1 --precision fp32 --device cpu;\n"
                "          with --device cuda: --steps 20 --warmup 5\n"
@@ -106,6 +108,8 @@ struct Args {
                "--torch-autocast  the PyTorch side under torch.autocast(<device>, bfloat16); on cpu its columns\n"
                "                  replace torch fp32's. On cuda, --precision bf16 turns it on, and torch is timed\n"
                "                  both under autocast and in fp32 (one process)\n"
+               "--python PATH     the interpreter that runs the PyTorch script (default $SINKLAB_PYTHON, else\n"
+               "                  /usr/bin/python3, Debian's, which python3-torch serves)\n"
                "--device cuda     sinklab and PyTorch on the first GPU (needs the CUDA backend; no --profile);\n"
                "                  without a usable GPU it prints the runtime's reason and exits 0\n",
                argv0);
@@ -139,6 +143,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--check-finite") a.check_finite = true;
     else if (k == "--torch-autocast") a.torch_autocast = true;
     else if (k == "--torch-script" && has_value) a.torch_script = argv[++i];
+    else if (k == "--python" && has_value) a.python = argv[++i];
     else if (k == "--openblas-dir" && has_value) a.openblas_dir = argv[++i];
     else if (k == "--device" && has_value) {
       a.device = argv[++i];
@@ -257,7 +262,9 @@ std::string torch_env(const Args& a) {
          " OMP_NUM_THREADS=" + std::to_string(a.threads);
 }
 
-bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+bool torch_available(const Args& a) {
+  return std::system((bench::shell_quoted(a.python) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+}
 
 // The PyTorch script's results for one config: float32, and under autocast when asked for.
 struct TorchRun {
@@ -267,7 +274,7 @@ struct TorchRun {
 // Runs the PyTorch script for one config: under autocast with --torch-autocast, and in fp32 too
 // with `also_fp32` (one process); both empty (with a message) when it fails.
 TorchRun run_torch(const ModelSize& s, const Args& a, bool print_info, bool also_fp32 = false) {
-  const std::string cmd = torch_env(a) + " /usr/bin/python3 " + bench::shell_quoted(a.torch_script) + " --json --config " + s.name +
+  const std::string cmd = torch_env(a) + " " + bench::shell_quoted(a.python) + " " + bench::shell_quoted(a.torch_script) + " --json --config " + s.name +
                           " --threads " + std::to_string(a.threads) + " --steps " + std::to_string(a.steps) +
                           " --warmup " + std::to_string(a.warmup) + (a.torch_autocast ? " --autocast" : "") +
                           (a.torch_autocast && also_fp32 ? " --also-fp32" : "") + " --device " + a.device;
@@ -478,8 +485,8 @@ static int bench_main(int argc, char** argv) {
   Args a = parse(argc, argv);
   if (a.device == "cuda") {
 #if defined(SINKLAB_BENCH_CUDA)
-    if (a.torch && !a.torch_forced && !torch_available()) {
-      std::printf("train_step: /usr/bin/python3 cannot import torch; running sinklab alone\n");
+    if (a.torch && !a.torch_forced && !torch_available(a)) {
+      std::printf("train_step: %s cannot import torch; running sinklab alone\n", a.python.c_str());
       a.torch = false;
     }
     return cuda_main(a);
@@ -490,8 +497,8 @@ static int bench_main(int argc, char** argv) {
 #endif
   }
   set_num_threads(a.threads);
-  if (a.torch && !a.torch_forced && !torch_available()) {
-    std::printf("train_step: /usr/bin/python3 cannot import torch; running sinklab alone\n");
+  if (a.torch && !a.torch_forced && !torch_available(a)) {
+    std::printf("train_step: %s cannot import torch; running sinklab alone\n", a.python.c_str());
     a.torch = false;
   }
   autodiff::set_check_finite(a.check_finite);
