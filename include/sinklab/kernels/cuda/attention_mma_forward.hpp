@@ -120,8 +120,7 @@ struct RowUpdate<Score, false> {
   template <class Ctx, int N>
   SINKLAB_HD void tile(Ctx&, const Score& sc, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
     for (int n = 0; n < N; ++n)
-      for (int x = 0; x < 4; ++x)
-      {
+      for (int x = 0; x < 4; ++x) {
         const float w = static_cast<float>(sc.weight(s[n][x], c[x / 2], b[x / 2]));
         s[n][x] = seen[n][x] ? w : 0.f;
       }
