@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "sinklab/kernels/cpu/backend.hpp"
+#include "sinklab/kernels/kernel_list.hpp"
 
 struct test_device {
   static constexpr const char* name = "test";
@@ -63,70 +64,11 @@ struct memory<test_device> : memory<cpu> {
     ++kernel_calls()[#name];                                                 \
     return backend<sinklab::cpu>::template name<F>(std::forward<A>(a)...);  \
   }
+#define COUNTED_BY_HAND(name)  // apply_update, below
 template <>
 struct kernels::backend<test_device> : kernels::backend<sinklab::cpu> {
-  COUNTED_OF(unary)
-  COUNTED_OF(unary_grad)
-  COUNTED(binary)
-  COUNTED(binary_scalar)
-  COUNTED(add_inplace)
-  COUNTED(pow_forward)
-  COUNTED(pow_backward)
-  COUNTED(broadcast_binary)
-  COUNTED(sum_to)
-  COUNTED(add_into)
-  COUNTED(embedding_forward)
-  COUNTED(embedding_backward)
-  COUNTED(repeat)
-  COUNTED(repeat_backward)
-  COUNTED(sum_axis)
-  COUNTED(broadcast_axis_add)
-  COUNTED(max_axis)
-  COUNTED(max_axis_backward)
-  COUNTED(sum_all)
-  COUNTED(sum_of_squares)
-  COUNTED(sum_of_squares_over)
-  COUNTED(first_non_finite)
-  COUNTED(softmax_rows)
-  COUNTED(softmax_rows_backward)
-  COUNTED(log_softmax_rows)
-  COUNTED(log_softmax_rows_backward)
-  COUNTED(cross_entropy_count)
-  COUNTED(cross_entropy_forward)
-  COUNTED(cross_entropy_backward)
-  COUNTED(gemm)
-  COUNTED(gemm_at)
-  COUNTED(gemm_batched)
-  COUNTED_OF(act_mul_forward)
-  COUNTED_OF(act_mul_backward)
-  COUNTED_OF(glu_up)
-  COUNTED_OF(glu_hidden_grad)
-  COUNTED(rms_forward)
-  COUNTED(rms_backward)
-  COUNTED(layer_norm_forward)
-  COUNTED(layer_norm_backward)
-  COUNTED(dyt_forward)
-  COUNTED(dyt_backward)
-  COUNTED(mix_pair_forward)
-  COUNTED(mix_pair_backward)
-  COUNTED(split_heads)
-  COUNTED(split_heads_grad)
-  COUNTED(merge_heads)
-  COUNTED(merge_heads_grad)
-  COUNTED(rope_rotate)
-  COUNTED(rope_gather)
-  COUNTED(rope_gather_grad)
-  COUNTED(heads_grad_to_projection)
-  COUNTED(attention_fused_forward)
-  COUNTED(attention_fused_backward)
-  COUNTED(attention_reference_forward)
-  COUNTED(attention_reference_backward)
-  COUNTED(value_transform_forward)
-  COUNTED(value_transform_backward)
-  COUNTED(gate_forward)
-  COUNTED(gate_backward)
-  COUNTED(row_norms)
-  COUNTED(gate_values)
+  SINKLAB_KERNEL_LIST(COUNTED, COUNTED_OF, COUNTED, COUNTED_BY_HAND)
+
   // counted by name and, separately, by the update it runs (update_key<F>()), so a test can tell an
   // optimiser's steps from the clipping's rescale
   template <class F, class... P>
@@ -136,6 +78,7 @@ struct kernels::backend<test_device> : kernels::backend<sinklab::cpu> {
     backend<sinklab::cpu>::apply_update(n, f, buffers...);
   }
 };
+#undef COUNTED_BY_HAND
 #undef COUNTED
 #undef COUNTED_OF
 }  // namespace sinklab

@@ -2,9 +2,9 @@
 //
 // Every op in autodiff/ops calls its kernels as kernels::backend<Device>::name(...), never a
 // device's namespace directly, so a backend is added by defining one specialisation with the same
-// names: kernels/cpu/backend.hpp for cpu (it lists the whole interface), the CUDA backend for
-// cuda. The argument types every backend shares (GEMM transposes, an axis seen as
-// [outer, n, inner], attention options) live here.
+// names: kernels/cpu/backend.hpp for cpu, the CUDA backend for cuda, each expanding the one list
+// of kernels/kernel_list.hpp. The argument types every backend shares (GEMM transposes, an axis
+// seen as [outer, n, inner], attention options) live here.
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // kernels::backend<cuda>: the kernel interface every differentiable op calls (the list is
-// kernels/cpu/backend.hpp's), forwarded to the CUDA backend's host launchers in
+// kernels/kernel_list.hpp), forwarded to the CUDA backend's host launchers in
 // sinklab::cuda_backend, which take the CPU kernels' arguments as device pointers or
 // Tensor<T, cuda>. With this header (and memory.cuh, which it includes) a Tape<T, cuda> runs
 // every op of autodiff/ on the GPU: include it from a .cu file built by nvcc.
@@ -22,6 +22,7 @@
 #include "sinklab/cuda/rowwise.cuh"
 #include "sinklab/cuda/update.cuh"
 #include "sinklab/kernels/backend.hpp"
+#include "sinklab/kernels/kernel_list.hpp"
 
 namespace sinklab::kernels {
 
@@ -36,40 +37,12 @@ namespace sinklab::kernels {
     return cuda_backend::name<F>(std::forward<A>(a)...);      \
   }
 
+#define SINKLAB_CUDA_KERNEL_BY_HAND(name)  // the GEMMs, below
+
 template <>
 struct backend<sinklab::cuda> {
-  // elementwise
-  SINKLAB_CUDA_KERNEL_OF(unary)
-  SINKLAB_CUDA_KERNEL_OF(unary_grad)
-  SINKLAB_CUDA_KERNEL(binary)
-  SINKLAB_CUDA_KERNEL(binary_scalar)
-  SINKLAB_CUDA_KERNEL(add_inplace)
-  SINKLAB_CUDA_KERNEL(pow_forward)
-  SINKLAB_CUDA_KERNEL(pow_backward)
-  SINKLAB_CUDA_KERNEL(broadcast_binary)
-  SINKLAB_CUDA_KERNEL(sum_to)
-  SINKLAB_CUDA_KERNEL(add_into)
-  SINKLAB_CUDA_KERNEL(embedding_forward)
-  SINKLAB_CUDA_KERNEL(embedding_backward)
-  SINKLAB_CUDA_KERNEL(repeat)
-  SINKLAB_CUDA_KERNEL(repeat_backward)
-  // reductions
-  SINKLAB_CUDA_KERNEL(sum_axis)
-  SINKLAB_CUDA_KERNEL(broadcast_axis_add)
-  SINKLAB_CUDA_KERNEL(max_axis)
-  SINKLAB_CUDA_KERNEL(max_axis_backward)
-  SINKLAB_CUDA_KERNEL(sum_all)
-  SINKLAB_CUDA_KERNEL(sum_of_squares)
-  SINKLAB_CUDA_KERNEL(sum_of_squares_over)
-  SINKLAB_CUDA_KERNEL(first_non_finite)
-  // rows
-  SINKLAB_CUDA_KERNEL(softmax_rows)
-  SINKLAB_CUDA_KERNEL(softmax_rows_backward)
-  SINKLAB_CUDA_KERNEL(log_softmax_rows)
-  SINKLAB_CUDA_KERNEL(log_softmax_rows_backward)
-  SINKLAB_CUDA_KERNEL(cross_entropy_count)
-  SINKLAB_CUDA_KERNEL(cross_entropy_forward)
-  SINKLAB_CUDA_KERNEL(cross_entropy_backward)
+  SINKLAB_KERNEL_LIST(SINKLAB_CUDA_KERNEL, SINKLAB_CUDA_KERNEL_OF, SINKLAB_CUDA_KERNEL_BY_HAND, SINKLAB_CUDA_KERNEL)
+
   // GEMM on cuBLAS: the CPU's row-major arguments; bf16 rounds both operands as the CPU does.
   template <class T>
   static void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
@@ -87,47 +60,12 @@ struct backend<sinklab::cuda> {
     cuda_backend::gemm_batched(ta, tb, batch, M, N, K, alpha, A, ta == Trans::N ? K : M, strideA, B,
                                tb == Trans::N ? N : K, strideB, beta, C, N, strideC);
   }
-  SINKLAB_CUDA_KERNEL_OF(act_mul_forward)
-  SINKLAB_CUDA_KERNEL_OF(act_mul_backward)
-  SINKLAB_CUDA_KERNEL_OF(glu_up)
-  SINKLAB_CUDA_KERNEL_OF(glu_hidden_grad)
-  // norms
-  SINKLAB_CUDA_KERNEL(rms_forward)
-  SINKLAB_CUDA_KERNEL(rms_backward)
-  SINKLAB_CUDA_KERNEL(layer_norm_forward)
-  SINKLAB_CUDA_KERNEL(layer_norm_backward)
-  SINKLAB_CUDA_KERNEL(dyt_forward)
-  SINKLAB_CUDA_KERNEL(dyt_backward)
-  // anchor mixing
-  SINKLAB_CUDA_KERNEL(mix_pair_forward)
-  SINKLAB_CUDA_KERNEL(mix_pair_backward)
-  // heads and RoPE
-  SINKLAB_CUDA_KERNEL(split_heads)
-  SINKLAB_CUDA_KERNEL(split_heads_grad)
-  SINKLAB_CUDA_KERNEL(merge_heads)
-  SINKLAB_CUDA_KERNEL(merge_heads_grad)
-  SINKLAB_CUDA_KERNEL(rope_rotate)
-  SINKLAB_CUDA_KERNEL(rope_gather)
-  SINKLAB_CUDA_KERNEL(rope_gather_grad)
-  SINKLAB_CUDA_KERNEL(heads_grad_to_projection)
-  // attention
-  SINKLAB_CUDA_KERNEL(attention_fused_forward)
-  SINKLAB_CUDA_KERNEL(attention_fused_backward)
-  SINKLAB_CUDA_KERNEL(attention_reference_forward)
-  SINKLAB_CUDA_KERNEL(attention_reference_backward)
-  SINKLAB_CUDA_KERNEL(value_transform_forward)
-  SINKLAB_CUDA_KERNEL(value_transform_backward)
-  SINKLAB_CUDA_KERNEL(gate_forward)
-  SINKLAB_CUDA_KERNEL(gate_backward)
-  SINKLAB_CUDA_KERNEL(row_norms)
-  SINKLAB_CUDA_KERNEL(gate_values)
-  // in-place updates: optimiser steps, gradient clipping
-  SINKLAB_CUDA_KERNEL(apply_update)
 
   template <class T, class Device = sinklab::cuda>
   using AttentionForward = kernels::cpu::AttentionForward<T, Device>;
 };
 
+#undef SINKLAB_CUDA_KERNEL_BY_HAND
 #undef SINKLAB_CUDA_KERNEL_OF
 #undef SINKLAB_CUDA_KERNEL
 
