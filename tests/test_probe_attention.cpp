@@ -73,6 +73,13 @@ TEST_CASE_TEMPLATE("attention sink: uniform causal attention gives the harmonic-
   CHECK(score.key[0] == 0);
   CHECK(std::abs(score.score.max() - HT / Tn) < tol<T>());
 
+  // Leaving query 0 out: (H_T − 1) / (T − 1), which is what uniform_first_key_attention says.
+  CHECK(std::abs(first_key_attention(A).mean() - (HT - 1.0) / (Tn - 1)) < tol<T>());
+  CHECK(std::abs(uniform_first_key_attention(Tn) - (HT - 1.0) / (Tn - 1)) < 1e-12);
+  CHECK(uniform_first_key_attention(1) == 0.0);
+  // A perfect sink reads 1 either way.
+  CHECK(std::abs(first_key_attention(one_hot_attention<T>(1, 2, Tn, 0)).min() - 1.0) < tol<T>());
+
   // α_0 = H_8 / 8 ≈ 0.3397: a sink at ε = 0.3, not at ε = 0.35.
   CHECK(std::abs(sink_rate(A, 0).alpha[0] - HT / Tn) < tol<T>());
   CHECK(sink_rate(A, 0, 0.3).rate == 1.0);

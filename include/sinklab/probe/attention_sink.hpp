@@ -6,6 +6,9 @@
 //                             or those a [B, T] / [T] mask selects, e.g. non-trigger queries)
 //   key_attention_means(A)    ā_j = mean_{b,i} A_bij per head (NOP vs broadcast, App. "sink score")
 //   sink_score(A)             max_j ā_j per head, and the key that attains it
+//   first_key_attention(A)    the language-model studies' sink: mean attention of queries 1..T−1
+//                             to key 0 per head (query 0 sees only key 0 under a causal mask)
+//   uniform_first_key_attention(T)   what it reads when every query spreads its attention evenly
 //
 // Averages run over every (b, i) pair; with a causal mask the queries i < s, which cannot see
 // key s, contribute zeros exactly as in the papers' formulas.
@@ -79,6 +82,20 @@ PerHead attn_to_key(const Tensor<T>& A, int64_t s, const Tensor<M>& query_mask) 
 template <class T>
 PerHead attn_to_key(const Tensor<T>& A, int64_t s) {
   return attn_to_key(A, s, Tensor<uint8_t>::ones({A.defined() && A.rank() == 4 ? A.size(2) : 0}));
+}
+
+template <class T>
+PerHead first_key_attention(const Tensor<T>& A) {
+  detail::require_attention("probe::first_key_attention", A);
+  Tensor<uint8_t> queries = Tensor<uint8_t>::ones({A.size(2)});
+  queries(0) = 0;  // it says nothing about a sink: under a causal mask it can attend only to key 0
+  return attn_to_key(A, 0, queries);
+}
+// Σ_{i=1}^{T−1} 1/(i+1) / (T − 1): query i attending evenly to its i + 1 keys gives key 0 1/(i+1).
+inline double uniform_first_key_attention(int64_t T) {
+  double u = 0;
+  for (int64_t i = 1; i < T; ++i) u += 1.0 / static_cast<double>(i + 1);
+  return T > 1 ? u / static_cast<double>(T - 1) : 0.0;
 }
 
 // ā_j = mean over batch and queries of A_bij, as a [H, S] tensor.
