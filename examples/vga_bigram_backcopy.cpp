@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/cli_checks.hpp"
+#include "common/optim_flags.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/data/bigram_backcopy.hpp"
 #include "sinklab/data/brown.hpp"
@@ -582,10 +583,7 @@ int main(int argc, char** argv) {
                  "shifts frozen)")
       ->check(CLI::IsMember({"pytorch", "normal"}))
       ->capture_default_str();
-  app.add_option("--lr", s.lr, "AdamW learning rate (constant)")->check(examples::Positive)->capture_default_str();
-  app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay")
-      ->check(examples::NonNegative)
-      ->capture_default_str();
+  examples::add_optimiser_flags(app, s);  // a constant rate
   app.add_option("--log-every", s.log_every, "evaluate and log every N steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();

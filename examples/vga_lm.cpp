@@ -73,6 +73,7 @@
 #include <vector>
 
 #include "common/cli_checks.hpp"
+#include "common/optim_flags.hpp"
 #include "common/sentences.hpp"
 #include "common/smoke_preset.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
@@ -712,14 +713,7 @@ int main(int argc, char** argv) {
   app.add_option("--registers", s.registers, "register tokens of the 'register' variant (prepended)")
       ->check(CLI::Range(int64_t{1}, int64_t{64}))
       ->capture_default_str();
-  app.add_option("--lr", s.lr, "AdamW peak learning rate (linear warm-up, cosine decay)")->check(examples::Positive)->capture_default_str();
-  app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay")->check(examples::NonNegative)->capture_default_str();
-  app.add_option("--beta2", s.beta2, "AdamW β2 (β1 = 0.9)")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
-  app.add_option("--warmup", s.warmup, "warm-up as a fraction of a run's steps")->check(CLI::Range(0.0, 0.9))->capture_default_str();
-  app.add_option("--min-lr-ratio", s.min_lr_ratio, "learning rate at the end of the cosine decay, relative to the peak")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(examples::NonNegative)->capture_default_str();
+  examples::add_optimiser_flags(app, s);  // β₁ = 0.9; then cosine decay
   app.add_option("--retrofit-fraction", s.retrofit_fraction,
                  "fine-tuning steps of finetune / retrofit_vga as a fraction of --steps (paper: ~1%)")
       ->check(CLI::Range(0.0001, 1.0))

@@ -27,6 +27,26 @@ struct LmContext {
   int64_t steps = 0;
 };
 
+// A study's run context (an LmContext, or a study's own with the same fields): its settings, the
+// training text, the evaluation data, the steps per run, and the decoder's shape from the settings
+// (d_model, layers, heads, max_len = seq_len) and the corpus' vocabulary. A study adjusts cfg after
+// (QK-norm, z-loss, RoPE base, …).
+template <class Context, class Settings>
+Context lm_context(const Settings& s, const std::vector<int32_t>& train, const LmEvalData& ev, int64_t vocab,
+                   int64_t steps) {
+  Context c;
+  c.s = &s;
+  c.train = &train;
+  c.ev = &ev;
+  c.steps = steps;
+  c.cfg.vocab = vocab;
+  c.cfg.d_model = s.d_model;
+  c.cfg.layers = s.layers;
+  c.cfg.heads = s.heads;
+  c.cfg.max_len = s.seq_len;
+  return c;
+}
+
 // The step function experiment::train calls (c: an LmContext or a study's own context with the
 // same s and train): windows of s.seq_len tokens (BOS first), s.batch of
 // them, hashed into the run's data check, then one optimisation step clipped at s.clip.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/paired_start.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/nn/mix.hpp"
 #include "sinklab/nn/transformer.hpp"
@@ -49,10 +50,7 @@ inline void representation_metrics(const nn::ModelProbe<float>& pr, double pca_t
   double sink = 0, sim = 0, emb = 0, pca = 0;
   for (int64_t i = 0; i < L; ++i) {
     const auto& rec = pr.layers[static_cast<std::size_t>(i)];
-    const int64_t T = rec.output.size(1);
-    Tensor<float> queries = Tensor<float>::ones({T});
-    queries(0) = 0;  // query 0 sees only key 0; it says nothing about a sink
-    const double s = probe::attn_to_key(rec.attn.weights, 0, queries).mean();
+    const double s = probe::first_key_attention(rec.attn.weights).mean();
     const double ts = probe::mean_pairwise_cosine(rec.output);
     const double ec = probe::cosine_to_embedding(rec.output, pr.embeddings);
     const auto pc = static_cast<double>(probe::pca_core_features(rec.output, pca_threshold).components);
@@ -132,13 +130,8 @@ void fit(experiment::Run& run, const Context& c, const MixOptions& mix_opts = {}
   const Settings& s = *c.s;
   Rng rng(run.seed());
   typename Model::template Module<float> model("", c.cfg, rng, {}, mix_opts);
-  {
-    Rng ref_rng(run.seed());
-    Base::Module<float> ref("", c.cfg, ref_rng);
-    const experiment::Pairing pairing = experiment::TensorBank::of(ref).apply(model);
-    run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the base init of this seed)");
-    SINKLAB_CHECK(pairing.ok(), "exoformer: ", run.tag(), ": the paired start failed: ", pairing.line());
-  }
+  examples::paired_start(run, model, "exoformer", "the base init of this seed",
+                         [&](Rng& r) { return Base::Module<float>("", c.cfg, r); });
   model.lm_head.weight.value.fill(0.0f);  // zero-initialised classifier (the paper, after Yang et al.)
 
   auto params = nn::parameter_list<float>(model);

@@ -32,10 +32,13 @@
 
 #include "../common/sentences.hpp"
 #include "../common/lm_flags.hpp"
+#include "../common/optim_flags.hpp"
+#include "../common/study_summary.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/io/files.hpp"
+#include "sinklab/probe/attention_sink.hpp"
 #include "study.hpp"
 
 using namespace sinklab;
@@ -120,17 +123,9 @@ Json settings_json(const Settings& s, const std::string& source, int64_t vocab) 
 
 // ---- summary ---------------------------------------------------------------------------------
 
-struct Summary {
-  const experiment::Matrix& m;
-  const Settings& s;
+struct Summary : examples::StudySummary<Settings> {
   int64_t steps = 0;
 
-  bool has(const std::string& v) const { return !m.of(v).empty(); }
-  Spread spread(const std::string& v, const std::string& metric) const { return m.spread(v, metric); }
-  double mean(const std::string& v, const std::string& metric) const { return m.spread(v, metric).mean; }
-  std::vector<double> paired(const std::string& v, const std::string& ref, const std::string& metric) const {
-    return m.paired(v, ref, metric);
-  }
   // The first step at which v's validation loss reaches `target` (linear between evaluations;
   // NaN when it never does), averaged over v's seeds that reach it.
   double steps_to(const std::string& v, double target) const {
@@ -150,12 +145,6 @@ struct Summary {
     return at.size() == m.of(v).size() && !at.empty() ? experiment::summarize(at).mean : NAN;
   }
 };
-
-double uniform_sink(int64_t T) {  // attention to key 0 if every query 1..T−1 spread its attention evenly
-  double u = 0;
-  for (int64_t t = 1; t < T; ++t) u += 1.0 / double(t + 1);
-  return u / double(std::max<int64_t>(T - 1, 1));
-}
 
 std::string tables(const Summary& S) {
   const auto& vs = S.m.variants();
@@ -250,7 +239,7 @@ std::string claims(const Summary& S) {
                   "paired Δ loss < 0 in every seed: reproduced; mean < 0: partly"});
   }
   // 2. The sink: the base model forms one; gating and mixing remove it (paper, Table 2).
-  const double uni = uniform_sink(S.s.seq_len);
+  const double uni = probe::uniform_first_key_attention(S.s.seq_len);
   if (S.has("base")) {
     const Spread b = S.spread("base", "sink");
     const bool formed = b.mean > 1.5 * uni;
@@ -408,13 +397,9 @@ int main(int argc, char** argv) {
   app.add_option("--adamw-lr", s.adamw_lr, "AdamW's peak learning rate (gains, λ, embeddings, head)")
       ->check(CLI::Range(1e-7, 1.0))->capture_default_str();
   app.add_option("--muon-wd", s.muon_wd, "Muon's decoupled weight decay")->check(CLI::Range(0.0, 10.0))->capture_default_str();
-  app.add_option("--beta2", s.beta2, "AdamW β₂")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
-  app.add_option("--warmup", s.warmup, "linear warmup, as a fraction of the steps")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  examples::add_optimiser_flags(app, s);  // β₂, warmup, the final rate, clipping
   app.add_option("--decay", s.decay, "final linear decay to --min-lr-ratio, as a fraction of the steps")
       ->check(CLI::Range(0.01, 1.0))->capture_default_str();
-  app.add_option("--min-lr-ratio", s.min_lr_ratio, "learning rate at the end, relative to the peak")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(CLI::Range(0.0, 1e9))->capture_default_str();
   app.add_option("--z-loss", s.z_loss, "z-loss weight")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--pca-threshold", s.pca_threshold, "variance fraction the PCA core features explain")
       ->check(CLI::Range(0.01, 1.0))->capture_default_str();
@@ -452,16 +437,7 @@ int main(int argc, char** argv) {
     ev.validation = data::consecutive_lm_windows(corpus.validation, s.seq_len, s.eval_batch, s.val_batches, kBos);
     ev.probe = ev.validation.front();
 
-    Context c;
-    c.s = &s;
-    c.train = &corpus.train;
-    c.ev = &ev;
-    c.steps = flags.steps;
-    c.cfg.vocab = corpus.vocab;
-    c.cfg.d_model = s.d_model;
-    c.cfg.layers = s.layers;
-    c.cfg.heads = s.heads;
-    c.cfg.max_len = s.seq_len;
+    Context c = examples::lm_context<Context>(s, corpus.train, ev, corpus.vocab, flags.steps);
     c.cfg.qk_norm = true;
     c.cfg.zero_init_output = true;
     c.cfg.z_loss = s.z_loss;
@@ -476,13 +452,13 @@ int main(int argc, char** argv) {
 
     experiment::Matrix m("exoformer", flags, variants, settings_json(s, text.source, corpus.vocab), argc, argv);
     const bool complete = m.run([&](experiment::Run& r) { exoformer::run(r, c); });
-    const Summary S{m, s, flags.steps};
+    const Summary S{{m, s}, flags.steps};
     std::string md = "# ExoFormer at " + std::to_string(s.layers) + " layers, d = " + std::to_string(s.d_model) + "\n\n" +
                      text.source + ", " + std::to_string(flags.steps) + " steps of " +
                      std::to_string(s.batch * s.seq_len) + " tokens per run, seeds";
     for (auto seed : flags.seeds) md += " " + std::to_string(seed);
     md += ". Attention sink: mean attention of queries 1..T−1 to key 0 over heads and layers (uniform attention "
-          "gives " + fixed(uniform_sink(s.seq_len)) + "); token similarity, cosine to the embedding and PCA core features "
+          "gives " + fixed(probe::uniform_first_key_attention(s.seq_len)) + "); token similarity, cosine to the embedding and PCA core features "
           "(components for " + fixed(100 * s.pca_threshold, 0) + "% of the variance, of d = " + std::to_string(s.d_model) +
           ") of each layer's output on the first validation batch, averaged over layers.\n\n";
     md += tables(S) + ablation(S) + claims(S);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/paired_start.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -163,13 +164,8 @@ void fit(experiment::Run& run, const Context& c) {
   const Settings& s = *c.s;
   Rng rng(run.seed());
   typename Model::template Module<float> model("", c.cfg, rng);
-  {
-    Rng ref_rng(run.seed());
-    Vanilla::Module<float> ref("", c.cfg, ref_rng);
-    const experiment::Pairing pairing = experiment::TensorBank::of(ref).apply(model);
-    run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the vanilla init of this seed)");
-    SINKLAB_CHECK(pairing.ok(), "gradient_sinks: ", run.tag(), ": the paired start failed: ", pairing.line());
-  }
+  examples::paired_start(run, model, "gradient_sinks", "the vanilla init of this seed",
+                         [&](Rng& r) { return Vanilla::Module<float>("", c.cfg, r); });
   auto params = nn::parameter_list<float>(model);
   optim::AdamW<float> opt(params, {.lr = s.lr, .beta1 = 0.9, .beta2 = s.beta2, .weight_decay = s.weight_decay});
   const int64_t total = c.steps;

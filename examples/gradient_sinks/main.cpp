@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "../common/lm_flags.hpp"
+#include "../common/optim_flags.hpp"
+#include "../common/study_summary.hpp"
 #include "../common/sentences.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/core/parallel.hpp"
@@ -78,23 +80,7 @@ Json settings_json(const Settings& s, const std::string& source, int64_t vocab) 
               {"text", source}};
 }
 
-struct Summary {
-  const Matrix& m;
-  const Settings& s;
-  bool has(const std::string& v) const { return !m.of(v).empty(); }
-  Spread spread(const std::string& v, const std::string& k) const { return m.spread(v, k); }
-  double mean(const std::string& v, const std::string& k) const { return m.spread(v, k).mean; }
-  // Per seed, the ratio of two final metrics of one variant (token 0 over tokens 1–15, say).
-  std::vector<double> ratio(const std::string& v, const std::string& num, const std::string& den) const {
-    std::vector<double> r;
-    for (const auto* x : m.of(v))
-      if (!x->diverged) r.push_back(x->metric(num) / x->metric(den));
-    return r;
-  }
-  Spread ratio_spread(const std::string& v, const std::string& num, const std::string& den) const {
-    return experiment::summarize(ratio(v, num, den));
-  }
-};
+using Summary = examples::StudySummary<Settings>;
 
 std::string tables(const Summary& S) {
   const auto& vs = S.m.variants();
@@ -445,15 +431,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> variants;
   app.add_option("--variants", variants, "comma-separated variants (default: vanilla, vscale, gated, sink)")->delimiter(',');
   examples::add_lm_flags(app, s);
-  app.add_option("--lr", s.lr, "AdamW's peak learning rate")->check(CLI::Range(1e-7, 1.0))->capture_default_str();
-  app.add_option("--weight-decay", s.weight_decay, "AdamW's decoupled weight decay")->check(CLI::Range(0.0, 10.0))
-      ->capture_default_str();
-  app.add_option("--beta2", s.beta2, "AdamW β₂")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
-  app.add_option("--warmup", s.warmup, "linear warmup, as a fraction of the steps (then cosine)")
-      ->check(CLI::Range(0.0, 0.9))->capture_default_str();
-  app.add_option("--min-lr-ratio", s.min_lr_ratio, "learning rate at the end, relative to the peak")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(CLI::Range(0.0, 1e9))->capture_default_str();
+  examples::add_optimiser_flags(app, s);  // then cosine decay
   app.add_option("--epsilon", s.epsilon, "the sink rate's threshold ε")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
   if (flags.quick) {
@@ -479,16 +457,8 @@ int main(int argc, char** argv) {
         data::consecutive_lm_windows(corpus.validation, s.seq_len, s.eval_batch, s.val_batches, gradient_sinks::kBos);
     ev.probe = ev.validation.front();
 
-    gradient_sinks::Context c;
-    c.s = &s;
-    c.train = &corpus.train;
-    c.ev = &ev;
-    c.steps = flags.steps;
-    c.cfg.vocab = corpus.vocab;
-    c.cfg.d_model = s.d_model;
-    c.cfg.layers = s.layers;
-    c.cfg.heads = s.heads;
-    c.cfg.max_len = s.seq_len;
+    const auto c =
+        examples::lm_context<gradient_sinks::Context>(s, corpus.train, ev, corpus.vocab, flags.steps);
     std::printf("model: %lld layers, d = %lld, %lld heads, pre-norm RMSNorm, RoPE, SwiGLU; T = %lld, batch %lld; AdamW %g "
                 "(wd %g), cosine; %lld steps per run, %zu variant(s) x %zu seed(s)\n",
                 static_cast<long long>(s.layers), static_cast<long long>(s.d_model), static_cast<long long>(s.heads),

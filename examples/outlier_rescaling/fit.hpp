@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/paired_start.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -45,9 +46,7 @@ inline void activation_metrics(const nn::ModelProbe<float>& pr, double sink_dim_
     const probe::ResidualSinks rs = probe::residual_sinks(h, sink_dim_ratio);
     const double tok0 = probe::inf_norm(h.slice(1, 0, 1)), rest = T > 1 ? probe::inf_norm(h.slice(1, 1, T)) : 0.0;
     const auto dims = static_cast<int64_t>(rs.dims.size());
-    Tensor<float> queries = Tensor<float>::ones({T});
-    queries(0) = 0;  // query 0 sees only key 0; it says nothing about a sink
-    const double sink = probe::attn_to_key(rec.attn.weights, 0, queries).mean();
+    const double sink = probe::first_key_attention(rec.attn.weights).mean();
     const double rm = probe::inf_norm(h), am = probe::inf_norm(rec.attn_out), fm = probe::inf_norm(rec.ffn_out);
     max_act = std::max({max_act, rm, am, fm});
     sink_sum += sink;
@@ -95,15 +94,10 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
   cfg.residual_clip = v.clip;
   Rng rng(run.seed());
   typename Model::template Module<float> model("", cfg, rng);
-  {
-    Rng ref_rng(run.seed());
-    nn::ModelConfig ref_cfg = c.cfg;
-    ref_cfg.embed_scale = 0;
-    Baseline::Module<float> ref("", ref_cfg, ref_rng);
-    const experiment::Pairing pairing = experiment::TensorBank::of(ref).apply(model);
-    run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the baseline init of this seed)");
-    SINKLAB_CHECK(pairing.ok(), "outlier_rescaling: ", run.tag(), ": the paired start failed: ", pairing.line());
-  }
+  nn::ModelConfig ref_cfg = c.cfg;
+  ref_cfg.embed_scale = 0;
+  examples::paired_start(run, model, "outlier_rescaling", "the baseline init of this seed",
+                         [&](Rng& r) { return Baseline::Module<float>("", ref_cfg, r); });
 
   // Weight decay on matrices only (norm gains, DyT α/β and biases are not decayed, as in the
   // Megatron-style recipes the paper's models are trained with).

@@ -31,10 +31,13 @@
 
 #include "../common/sentences.hpp"
 #include "../common/lm_flags.hpp"
+#include "../common/optim_flags.hpp"
+#include "../common/study_summary.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/io/files.hpp"
+#include "sinklab/probe/attention_sink.hpp"
 #include "study.hpp"
 
 using namespace sinklab;
@@ -107,16 +110,7 @@ Json settings_json(const Settings& s, const std::string& source, int64_t vocab) 
 
 // ---- summary ---------------------------------------------------------------------------------
 
-struct Summary {
-  const experiment::Matrix& m;
-  const Settings& s;
-
-  Spread spread(const std::string& v, const std::string& metric) const { return m.spread(v, metric); }
-  int diverged(const std::string& v) const { return m.diverged(v); }
-  bool has(const std::string& v) const { return !m.of(v).empty(); }
-  std::vector<double> paired(const std::string& v, const std::string& ref, const std::string& metric) const {
-    return m.paired(v, ref, metric);
-  }
+struct Summary : examples::StudySummary<Settings> {
   // The architecture's variant (no clipping, any rate, the base one included) with the lowest
   // mean validation loss; empty when none finished.
   std::string best_rate(const std::string& arch) const {
@@ -427,15 +421,11 @@ int main(int argc, char** argv) {
                  "g1_preaffine, g1_gatednorm, dyt, dyt_g1, gated_dyt, glu, glu_g1)")
       ->delimiter(',');
   examples::add_lm_flags(app, s);
-  app.add_option("--lr", s.lr, "peak learning rate (AdamW, warmup then cosine)")->check(CLI::Range(1e-7, 1.0))->capture_default_str();
+  examples::add_optimiser_flags(app, s);  // then cosine decay
   app.add_option("--dyt-lr", s.dyt_lr, "DyT's rate in the default variant list (its best in the sweep)")
       ->check(CLI::Range(1e-7, 1.0))->capture_default_str();
   app.add_option("--gated-dyt-lr", s.gated_dyt_lr, "GatedDyT's rate in the default variant list (its best in the sweep)")
       ->check(CLI::Range(1e-7, 1.0))->capture_default_str();
-  app.add_option("--weight-decay", s.weight_decay, "AdamW weight decay on matrices")->check(CLI::Range(0.0, 10.0))->capture_default_str();
-  app.add_option("--beta2", s.beta2, "AdamW β₂")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
-  app.add_option("--warmup", s.warmup, "warmup, as a fraction of the steps")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(CLI::Range(0.0, 1e9))->capture_default_str();
   app.add_option("--calib-batches", s.calib_batches, "PTQ calibration batches (from the training text)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
@@ -467,16 +457,7 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < s.calib_batches; ++i)
       ev.calibration.push_back(data::sample_lm_windows(corpus.train, calib, s.eval_batch, s.seq_len, kBos));
 
-    Context c;
-    c.s = &s;
-    c.train = &corpus.train;
-    c.ev = &ev;
-    c.steps = flags.steps;
-    c.cfg.vocab = corpus.vocab;
-    c.cfg.d_model = s.d_model;
-    c.cfg.layers = s.layers;
-    c.cfg.heads = s.heads;
-    c.cfg.max_len = s.seq_len;
+    Context c = examples::lm_context<Context>(s, corpus.train, ev, corpus.vocab, flags.steps);
     c.heatmap_dir = fs::path(flags.out) / "maps";
     std::printf("model: %lld layers, d = %lld, %lld heads, RMSNorm/RoPE/SwiGLU (untied head), T = %lld, batch %lld; "
                 "%lld steps per run, %zu variant(s) x %zu seed(s)\n",
@@ -486,14 +467,12 @@ int main(int argc, char** argv) {
 
     experiment::Matrix m("outlier_rescaling", flags, variants, settings_json(s, text.source, corpus.vocab), argc, argv);
     const bool complete = m.run([&](experiment::Run& r) { outlier_rescaling::run(r, c); });
-    const Summary S{m, s};
+    const Summary S{{m, s}};
     std::string md = "# Outlier-driven rescaling at " + std::to_string(s.layers) + " layers, d = " +
                      std::to_string(s.d_model) + "\n\n" + text.source + ", " + std::to_string(flags.steps) +
                      " steps per run, seeds";
     for (auto seed : flags.seeds) md += " " + std::to_string(seed);
-    double uniform = 0;  // attention to key 0 if every query spread its attention evenly: mean of 1/(t+1)
-    for (int64_t t = 1; t < s.seq_len; ++t) uniform += 1.0 / double(t + 1);
-    uniform /= double(std::max<int64_t>(s.seq_len - 1, 1));
+    const double uniform = probe::uniform_first_key_attention(s.seq_len);
     md += ". Max activation: the largest |x| of the residual stream and of each branch's output over the layers, "
           "on the first validation batch; attention to key 0: queries 1..T−1, mean over heads and layers (uniform "
           "attention gives " + fixed(uniform) + ").\n\n";

@@ -39,12 +39,7 @@ const std::vector<std::string>& architectures();
 
 using EvalData = examples::LmEvalData;
 
-struct Context {
-  const Settings* s = nullptr;
-  const std::vector<int32_t>* train = nullptr;
-  const EvalData* ev = nullptr;
-  sinklab::nn::ModelConfig cfg;
-  int64_t steps = 0;
+struct Context : examples::LmContext<Settings> {
   sinklab::experiment::fs::path heatmap_dir;  // where final |activation| maps go (empty: none)
 };
 

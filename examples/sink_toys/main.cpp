@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../common/cli_checks.hpp"
+#include "../common/optim_flags.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/io/files.hpp"
 #include "study.hpp"
@@ -532,7 +533,7 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--d", s.d, "model width = head width")->check(CLI::Range(int64_t{2}, int64_t{4096}))->capture_default_str();
   app.add_option("--seq-len", s.seq_len, "tokens per sequence (L)")->check(CLI::Range(int64_t{2}, int64_t{4096}))->capture_default_str();
-  app.add_option("--weight-decay", s.weight_decay, "AdamW weight decay")->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  examples::add_optimiser_flags(app, s);  // the weight decay; each toy's rate below
   app.add_option("--nop-lr", s.nop_lr, "AdamW rate of the NOP toy")->check(CLI::Range(1e-7, 1.0))->capture_default_str();
   app.add_option("--p", s.p, "NOP rate P[m = 1] of the γ sweep")->check(CLI::Range(0.001, 0.999))->capture_default_str();
   app.add_option("--nop-batch", s.nop_batch, "batch of setup a")->check(examples::Positive)->capture_default_str();

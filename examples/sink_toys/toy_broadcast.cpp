@@ -7,6 +7,7 @@
 #include <string>
 
 #include "models.hpp"
+#include "../common/paired_start.hpp"
 #include "sinklab/data/toys.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/probe/sink_match.hpp"
@@ -24,13 +25,9 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
   const int64_t L = s.seq_len, R = v.registers ? s.registers : 0;
   Rng rng(run.seed());
   Model model(s.d, L, R, rng);
-  {
-    Rng ref_rng(run.seed());
-    typename BroadcastModel<tokens::None>::template Module<float> ref(s.d, L, 0, ref_rng);
-    const experiment::Pairing pairing = experiment::TensorBank::of(ref).apply(model);
-    run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the model without registers of this seed)");
-    SINKLAB_CHECK(pairing.ok(), "sink_toys: ", run.tag(), ": the paired start failed: ", pairing.line());
-  }
+  examples::paired_start(run, model, "sink_toys", "the model without registers of this seed", [&](Rng& r) {
+    return typename BroadcastModel<tokens::None>::template Module<float>(s.d, L, 0, r);
+  });
   const data::BroadcastToy toy({.d = s.d, .seq_len = L, .alpha = s.alpha, .seed = run.seed()});
   Rng eval_rng(s.eval_seed);
   const data::BroadcastBatch eval = toy.sample(eval_rng, s.eval_batch);

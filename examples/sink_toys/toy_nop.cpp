@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models.hpp"
+#include "../common/paired_start.hpp"
 #include "sinklab/data/toys.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/probe/attention_sink.hpp"
@@ -35,13 +36,8 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
   const bool slow = v.part == Part::Slow;
   Rng rng(run.seed());
   Model model(s.d, s.seq_len, rng);
-  {
-    Rng ref_rng(run.seed());
-    typename NopModel<Enc>::template Module<float> ref(s.d, s.seq_len, ref_rng);
-    const experiment::Pairing pairing = experiment::TensorBank::of(ref).apply(model);
-    run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the ungated model of this seed)");
-    SINKLAB_CHECK(pairing.ok(), "sink_toys: ", run.tag(), ": the paired start failed: ", pairing.line());
-  }
+  examples::paired_start(run, model, "sink_toys", "the ungated model of this seed",
+                         [&](Rng& r) { return typename NopModel<Enc>::template Module<float>(s.d, s.seq_len, r); });
   // The flag direction v comes from the run's seed: every variant of a seed flags along the same v.
   const data::NopToy toy({.d = s.d, .seq_len = s.seq_len, .p = v.p, .lambda = v.lambda, .gamma = v.gamma,
                           .null_token = !slow, .seed = run.seed()});

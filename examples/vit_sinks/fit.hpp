@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/paired_start.hpp"
 #include "sinklab/nn/vit.hpp"
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/optim/schedule.hpp"
@@ -282,13 +283,8 @@ void fit(experiment::Run& run, const Context& c) {
   const Data& d = *c.d;
   Rng rng(run.seed());
   typename Model::template Module<float> model("", c.cfg, rng, policies<Model>());
-  {
-    Rng ref_rng(run.seed());
-    Vanilla::Module<float> ref("", c.cfg, ref_rng);
-    const experiment::Pairing pairing = experiment::TensorBank::of(ref).apply(model);
-    run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the vanilla init of this seed)");
-    SINKLAB_CHECK(pairing.ok(), "vit_sinks: ", run.tag(), ": the paired start failed: ", pairing.line());
-  }
+  examples::paired_start(run, model, "vit_sinks", "the vanilla init of this seed",
+                         [&](Rng& r) { return Vanilla::Module<float>("", c.cfg, r); });
 
   // AdamW: decay on the matrices (projections, patch embedding, head), none on gains, biases,
   // CLS, positions and registers.

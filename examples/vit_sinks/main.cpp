@@ -29,6 +29,8 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/optim_flags.hpp"
+#include "../common/study_summary.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/io/files.hpp"
 #include "study.hpp"
@@ -117,14 +119,9 @@ Json settings_json(const Settings& s, const std::string& source) {
 
 // ---- summary ---------------------------------------------------------------------------------
 
-struct Summary {
-  const experiment::Matrix& m;
-  const Settings& s;
+struct Summary : examples::StudySummary<Settings> {
   int64_t tokens = 0;  // S: CLS + patches (+ registers where a variant has them, added per variant)
 
-  bool has(const std::string& v) const { return !m.of(v).empty(); }
-  Spread spread(const std::string& v, const std::string& metric) const { return m.spread(v, metric); }
-  double mean(const std::string& v, const std::string& metric) const { return m.spread(v, metric).mean; }
   int64_t seq(const std::string& v) const { return tokens + (parse_variant(v).registers ? s.registers : 0); }
 };
 
@@ -391,12 +388,7 @@ int main(int argc, char** argv) {
   app.add_option("--patch", s.patch, "patch side (divides 28)")->check(CLI::IsMember({1, 2, 4, 7, 14, 28}))->capture_default_str();
   app.add_option("--registers", s.registers, "register tokens of the register variants")->check(R(1, 64))->capture_default_str();
   app.add_option("--batch", s.batch, "training images per step")->check(R(1, 1 << 16))->capture_default_str();
-  app.add_option("--lr", s.lr, "AdamW peak learning rate")->check(CLI::Range(1e-7, 1.0))->capture_default_str();
-  app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay (matrices)")
-      ->check(CLI::Range(0.0, 10.0))->capture_default_str();
-  app.add_option("--warmup", s.warmup, "linear warmup, as a fraction of the steps (then cosine to 0)")
-      ->check(CLI::Range(0.0, 0.9))->capture_default_str();
-  app.add_option("--clip", s.clip, "gradient-norm clipping (0: off)")->check(CLI::Range(0.0, 1e9))->capture_default_str();
+  examples::add_optimiser_flags(app, s);  // then cosine decay to 0
   app.add_option("--eval-every", s.eval_every, "steps between evaluations")->check(R(1, int64_t{1} << 40))->capture_default_str();
   app.add_option("--test-images", s.test_images, "test images for accuracy and loss (0: all)")
       ->check(R(0, 1 << 20))->capture_default_str();
@@ -492,7 +484,7 @@ int main(int argc, char** argv) {
 
     experiment::Matrix m("vit_sinks", flags, variants, settings_json(s, source), argc, argv);
     const bool complete = m.run([&](experiment::Run& r) { vit_sinks::run(r, c); });
-    const Summary S{m, s, 1 + patches};
+    const Summary S{{m, s}, 1 + patches};
     std::string md = "# Gating vs registers in a ViT at " + std::to_string(s.layers) + " layers, d = " +
                      std::to_string(s.d_model) + "\n\n" + source + ", " + std::to_string(flags.steps) + " steps of " +
                      std::to_string(s.batch) + " images per run, seeds";

@@ -1,0 +1,41 @@
+// What every study's summary reads from its finished run matrix, per variant: whether it ran, how
+// many seeds diverged, a metric's spread over seeds and its mean, the paired per-seed differences
+// against a reference variant, and the per-seed ratio of two metrics. A study's Summary derives
+// from it and adds what its own tables need (`Summary S{{matrix, settings}, extra...}`).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sinklab/experiment/matrix.hpp"
+#include "sinklab/experiment/stats.hpp"
+
+namespace examples {
+
+template <class Settings>
+struct StudySummary {
+  const sinklab::experiment::Matrix& m;
+  const Settings& s;
+
+  bool has(const std::string& v) const { return !m.of(v).empty(); }
+  int diverged(const std::string& v) const { return m.diverged(v); }
+  sinklab::experiment::Spread spread(const std::string& v, const std::string& metric) const {
+    return m.spread(v, metric);
+  }
+  double mean(const std::string& v, const std::string& metric) const { return m.spread(v, metric).mean; }
+  // v's metric minus ref's, seed by seed (the seeds both finished).
+  std::vector<double> paired(const std::string& v, const std::string& ref, const std::string& metric) const {
+    return m.paired(v, ref, metric);
+  }
+  // Per seed that did not diverge, num / den of v's final metrics (token 0 over tokens 1–15, say).
+  std::vector<double> ratio(const std::string& v, const std::string& num, const std::string& den) const {
+    std::vector<double> r;
+    for (const auto* x : m.of(v))
+      if (!x->diverged) r.push_back(x->metric(num) / x->metric(den));
+    return r;
+  }
+  sinklab::experiment::Spread ratio_spread(const std::string& v, const std::string& num, const std::string& den) const {
+    return sinklab::experiment::summarize(ratio(v, num, den));
+  }
+};
+
+}  // namespace examples
