@@ -19,9 +19,9 @@ FUZZ_SECONDS ?= 60
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 # Without a GPU the CUDA tests only compile (they skip with 77), so `make test` builds them for
-# one architecture, sm_80, instead of the library's default two (sm_80 and sm_90): the device
-# code is most of a CUDA unit's compile time. With a GPU, and in every other build, the default
-# stands; CMAKE_FLAGS=-DCMAKE_CUDA_ARCHITECTURES=... overrides either.
+# one architecture, sm_80, instead of the library's default two (sm_80 and sm_90): each further
+# architecture repeats a CUDA unit's device compile. With a GPU, and in every other build, the
+# default stands; CMAKE_FLAGS=-DCMAKE_CUDA_ARCHITECTURES=... overrides either.
 TEST_CUDA_ARCH ?= $(shell nvidia-smi -L >/dev/null 2>&1 || echo -DCMAKE_CUDA_ARCHITECTURES=80)
 
 # CMake runs its own build tool; keep this make's flags (jobserver, -w) away from it.
