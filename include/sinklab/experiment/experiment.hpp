@@ -18,7 +18,7 @@
 //   });
 //   experiment::summarize(m.finals("vga", "val_loss"));   // mean ± sd, min..max over seeds
 //
-// examples/vga_bigram_backcopy.cpp is the complete version (claims, figures, snapshots).
+// examples/vga_bigram_backcopy/ is the complete version (claims, figures, snapshots).
 #pragma once
 #include "sinklab/experiment/cli.hpp"
 #include "sinklab/experiment/matrix.hpp"

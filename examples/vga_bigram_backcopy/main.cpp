@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "common/cli_checks.hpp"
-#include "common/optim_flags.hpp"
+#include "../common/cli_checks.hpp"
+#include "../common/optim_flags.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/data/bigram_backcopy.hpp"
 #include "sinklab/data/brown.hpp"

@@ -72,10 +72,10 @@
 #include <string>
 #include <vector>
 
-#include "common/cli_checks.hpp"
-#include "common/optim_flags.hpp"
-#include "common/sentences.hpp"
-#include "common/smoke_preset.hpp"
+#include "../common/cli_checks.hpp"
+#include "../common/optim_flags.hpp"
+#include "../common/sentences.hpp"
+#include "../common/smoke_preset.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/data/masked_lm.hpp"
 #include "sinklab/data/word_lm.hpp"
