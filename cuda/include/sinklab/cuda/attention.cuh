@@ -82,6 +82,17 @@ inline unsigned grid(int64_t blocks) { return static_cast<unsigned>(blocks < 214
 
 inline void launched(const char* what) { check(cudaGetLastError(), what); }
 
+// dparam += the per-head sums of row_grad: a block of kParamsThreads per head (both attention
+// families' backward end with it).
+template <class T>
+void launch_backward_params(const T* row_grad, T* dparam, const kernels::cuda::AttentionShape& sh,
+                            cudaStream_t stream) {
+  constexpr int threads = kernels::cuda::kParamsThreads;
+  attention_backward_params_kernel<T>
+      <<<grid(sh.H > 0 ? sh.H : 1), threads, threads * sizeof(T), stream>>>(row_grad, dparam, sh);
+  launched("attention_backward_params_kernel");
+}
+
 }  // namespace detail
 
 // out [B, H, T, d] and, for the softmax family, lse [B, H, T] from q, k, v (see AttentionShape).
@@ -133,10 +144,7 @@ void attention_backward(const Score& score, const typename Score::template Args<
   }
   if constexpr (Score::has_sink) {
     SINKLAB_CHECK(row_grad && dparam, "attention_backward: ", Score::name, " needs row_grad and dparam");
-    constexpr int threads = kernels::cuda::kParamsThreads;  // a block per head
-    detail::attention_backward_params_kernel<T>
-        <<<detail::grid(sh.H > 0 ? sh.H : 1), threads, threads * sizeof(T), cfg.stream>>>(row_grad, dparam, sh);
-    detail::launched("attention_backward_params_kernel");
+    detail::launch_backward_params(row_grad, dparam, sh, cfg.stream);
   }
 }
 

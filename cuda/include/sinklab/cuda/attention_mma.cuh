@@ -180,10 +180,7 @@ void attention_mma_backward(const Score& score, const typename Score::template A
   });
   if constexpr (Score::has_sink) {
     SINKLAB_CHECK(row_grad && dparam, "attention_mma_backward: ", Score::name, " needs row_grad and dparam");
-    constexpr int threads = kernels::cuda::kParamsThreads;  // a block per head
-    detail::attention_backward_params_kernel<float>
-        <<<detail::grid(sh.H > 0 ? sh.H : 1), threads, threads * sizeof(float), stream>>>(row_grad, dparam, sh);
-    detail::launched("attention_backward_params_kernel");
+    detail::launch_backward_params(row_grad, dparam, sh, stream);
   }
 }
 
