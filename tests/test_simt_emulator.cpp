@@ -167,4 +167,15 @@ TEST_CASE("the bf16 GEMM's operand conversion on the emulator: strided batches m
       for (int64_t c = 0; c < cols; ++c)
         wrong += dense[(b * rows + r) * cols + c] != to_bf16(src[b * stride + r * ld + c]);
   CHECK(wrong == 0);
+
+  // A dense source (rows ld = cols apart, matrices rows·cols apart) takes the indexed path, with
+  // the same codes.
+  std::vector<uint16_t> again(src.size(), 0xdead);
+  const int64_t matrices = static_cast<int64_t>(src.size()) / (rows * cols);
+  simt::emulate(2, 32, 0, [&](simt::Emulated& ctx) {
+    kernels::cuda::to_bf16_dense(ctx, src.data(), matrices, rows, cols, cols, rows * cols, again.data());
+  });
+  int64_t wrong_dense = 0;
+  for (int64_t x = 0; x < matrices * rows * cols; ++x) wrong_dense += again[x] != to_bf16(src[x]);
+  CHECK(wrong_dense == 0);
 }
