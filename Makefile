@@ -22,7 +22,7 @@ CMAKE_FLAGS ?=
 # one architecture, sm_80, instead of the library's default two (sm_80 and sm_90): each further
 # architecture repeats a CUDA unit's device compile. With a GPU, and in every other build, the
 # default stands; CMAKE_FLAGS=-DCMAKE_CUDA_ARCHITECTURES=... overrides either.
-TEST_CUDA_ARCH ?= $(shell nvidia-smi -L >/dev/null 2>&1 || echo -DCMAKE_CUDA_ARCHITECTURES=80)
+TEST_CUDA_ARCH ?= $(if $(findstring CMAKE_CUDA_ARCHITECTURES,$(CMAKE_FLAGS)),,$(shell nvidia-smi -L >/dev/null 2>&1 || echo -DCMAKE_CUDA_ARCHITECTURES=80))
 
 # CMake runs its own build tool; keep this make's flags (jobserver, -w) away from it.
 CMAKE     = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
@@ -37,7 +37,7 @@ deps:
 	@bash scripts/install-deps.sh
 
 test: deps
-	@$(CMAKE) -S . -DCMAKE_BUILD_TYPE=Release $(TEST_CUDA_ARCH) $(CMAKE_FLAGS) -B $(BUILD_DIR) > /dev/null
+	@$(CONFIGURE) $(TEST_CUDA_ARCH) -B $(BUILD_DIR) > /dev/null
 	@$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
 	@cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j2
 
