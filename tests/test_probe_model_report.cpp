@@ -45,6 +45,8 @@ nn::ModelProbe<double> hand_built_probe() {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t t = 0; t < Tn; ++t) a.values(b, h, t, 0) = t == 0 ? 0.1 : 1.0;
+  a.keys = a.values.clone();
+  for (int64_t k = 0; k < a.keys.numel(); ++k) a.keys.data()[k] *= 3.0;  // ‖k_0‖ / ‖k_j‖ = 0.1 as for v
   a.grad_q = Tensor<double>::zeros({B, H, Tn, dh});
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
@@ -132,12 +134,15 @@ TEST_CASE("model report on a hand-built probe gives the known answers") {
   CHECK(L.attn_to_sink[1] == Approx(1.0 / 6));
   CHECK(L.sink_rate.rate == Approx(0.5));
   CHECK(L.sink_rate.alpha[1] == Approx(1.0 / 6));
+  CHECK(L.sink_rate_high.rate == Approx(0.5));  // head 0's α = 1 > 0.8
+  CHECK(L.sink_rate_high.epsilon == 0.8);
   CHECK(L.column_mass.mass[0] == Approx(1.0));
   CHECK(L.column_mass.second_moment[1] == Approx(1.0 / 6));
   CHECK(L.delta_logit[0] == Approx(5.0));
   CHECK(L.delta_logit[1] == Approx(0.0));
   CHECK(L.value_norm[0] == Approx(0.1));
   CHECK(L.value_norm_ratio[1] == Approx(0.1));
+  CHECK(L.key_norm_ratio[0] == Approx(0.1));
   CHECK(L.output_value_norm[1] == Approx(0.1));
   CHECK(L.output_value_norm_ratio[0] == Approx(0.1));
   CHECK(L.qk_top_singular[0] == Approx(2.0));
@@ -145,6 +150,14 @@ TEST_CASE("model report on a hand-built probe gives the known answers") {
 
   CHECK(L.residual_max_abs == std::vector<double>{1.0, 1.0, 100.0, 1.0});
   CHECK(L.residual_top[0].dim == 2);
+  // 48 entries: 6 zeros, 40 ones, two 100s at token 0, channel 2 → median 1, ratio 100.
+  CHECK(L.massive.ratio == Approx(100.0));
+  CHECK(L.massive.token == 0);
+  CHECK(L.massive.channel == 2);
+  CHECK(L.massive.token_share == Approx(1.0));
+  CHECK(r.massive_layer == 0);
+  CHECK(r.massive.ratio == Approx(100.0));
+  CHECK(r.tokens == Tn);
   CHECK(L.residual_norms.token0 == Approx(100.0));
   CHECK(L.residual_norms.rest_mean == Approx(2.0));
   CHECK(L.residual_norms.last == Tn - 1);
@@ -249,6 +262,11 @@ TEST_CASE("model report of a briefly trained GQA model: every field filled and f
     check_heads(L.delta_logit, 4, l + "delta logit");
     check_heads(L.value_norm, 2, l + "value norm (kv heads)");
     check_heads(L.value_norm_ratio, 2, l + "value norm ratio");
+    check_heads(L.key_norm_ratio, 2, l + "key norm ratio");
+    check_finite(L.sink_rate_high.rate, l + "sink rate at 0.8");
+    check_finite(L.massive.ratio, l + "massive activation");
+    CHECK(L.massive.token >= 0);
+    CHECK(L.massive.token < T);
     check_heads(L.output_value_norm, 4, l + "W_O value norm");
     check_heads(L.output_value_norm_ratio, 4, l + "W_O value norm ratio");
     check_heads(L.qk_top_singular, 4, l + "qk sigma1");

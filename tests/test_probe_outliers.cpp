@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "sinklab/core/rng.hpp"
+#include "sinklab/probe/massive_activation.hpp"
 #include "sinklab/probe/outlier_stats.hpp"
 #include "sinklab/probe/residual_sinks.hpp"
 #include "sinklab/probe/token_norms.hpp"
@@ -56,6 +57,25 @@ TEST_CASE("OutlierAccumulator: per-module inf-norm max/mean over samples, Max in
   CHECK(acc3.max_inf_norm() == doctest::Approx(6.5));
   CHECK_THROWS_WITH_AS(OutlierAccumulator{}.max_inf_norm(), doctest::Contains("no module output"), Error);
   CHECK_THROWS_WITH_AS(acc.add("x", Tensor<float>::zeros({0, 3})), doctest::Contains("'x'"), Error);
+}
+
+TEST_CASE("massive_activation: top-1 |x| over the median, where it sits, and how many sequences share its token") {
+  // [3, 4, 5]: entries ±1 except one 40 (sequence 0, token 2, channel 3) and one 30 (sequence 1,
+  // token 2, channel 0); sequence 2's largest entry is a 2 at token 1 (its first occurrence).
+  auto x = Tensor<float>::full({3, 4, 5}, 1.0f);
+  for (int64_t k = 0; k < x.numel(); k += 2) x.data()[k] = -1.0f;
+  x(0, 2, 3) = 40.0f;
+  x(1, 2, 0) = -30.0f;
+  x(2, 1, 4) = 2.0f;
+  const MassiveActivation m = massive_activation(x);
+  CHECK(m.top == 40.0);
+  CHECK(m.median == 1.0);
+  CHECK(m.ratio == 40.0);
+  CHECK(m.token == 2);
+  CHECK(m.channel == 3);
+  CHECK(m.token_share == doctest::Approx(2.0 / 3));
+  CHECK(massive_activation(Tensor<double>::zeros({2, 3})).ratio == 0.0);
+  CHECK_THROWS_WITH_AS(massive_activation(Tensor<float>::zeros({4})), doctest::Contains("[..., T, D]"), Error);
 }
 
 TEST_CASE("DimensionMaxAbs: residual-sink dimensions over batches") {

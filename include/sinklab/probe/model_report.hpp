@@ -5,16 +5,20 @@
 //   probe::ModelReport r = probe::model_report(model, pr);
 //   probe::write_report(jsonl, r, {{"step", step}});          // probe/report_log.hpp
 //
-// Per layer and head (attention probed): sink score and its key, Attn_<s>, ε-sink rate (with α
-// per head), column mass M̄_s / S̄_s, Δlogit_<s>, ‖v_s‖ and its ratio to the other tokens, the same
-// through W_O (‖W_O v_s‖, value-norm ratio), σ₁ of W_Q,h W_K,hᵀ. Per layer: max |x| per residual
-// dimension (and the top ones), token-0 vs tokens 1–15 norms of the residual stream, the
+// Per layer and head (attention probed): sink score and its key, Attn_<s> (α_s over every query),
+// the ε-sink rate at ε = 0.3 (Gu et al.) and 0.8 (Barbero et al.) with α_s per head over the first
+// T_ε queries, column mass M̄_s / S̄_s, Δlogit_<s>, ‖v_s‖ and ‖k_s‖ and their ratios to the other
+// tokens, the same through W_O (‖W_O v_s‖, value-norm ratio), σ₁ of W_Q,h W_K,hᵀ. Per layer: max
+// |x| per residual dimension (and the top ones), the massive activation of the layer output (top-1
+// |x| over the median, with its token and channel), token-0 vs tokens 1–15 norms of the residual stream, the
 // attention update and the FFN update, the stable rank of the attention update, the mean
 // pairwise token cosine, the cosine to the input embedding and the PCA core features of the
 // layer output, and (gradients probed) token-wise ‖∇q_t‖, ‖∇k_t‖, ‖∇v_t‖ and Bloat / Compress /
 // Change per token for the attention and FFN branches. Over the model: Bondarenko et al.'s
 // inf-norm and kurtosis of every module output and input (embeddings, norms, attention, FFN,
-// residual stream, final norm) through OutlierAccumulator, "Max inf norm" and "Avg kurtosis".
+// residual stream, final norm) through OutlierAccumulator, "Max inf norm" and "Avg kurtosis",
+// the largest massive activation over the layers, and the sequence length all of it was measured
+// at (kurtosis and the sink rates depend on it).
 //
 // Token positions are those the layers see (inserted sink/register tokens included). With
 // grouped-query attention, value metrics are per key/value head and ‖W_O v‖ reads each query
@@ -30,6 +34,7 @@
 #include "sinklab/probe/attention_sink.hpp"
 #include "sinklab/probe/delta_logit.hpp"
 #include "sinklab/probe/gradients.hpp"
+#include "sinklab/probe/massive_activation.hpp"
 #include "sinklab/probe/outlier_stats.hpp"
 #include "sinklab/probe/representation.hpp"
 #include "sinklab/probe/residual_sinks.hpp"
@@ -42,7 +47,8 @@ namespace sinklab::probe {
 
 struct ReportOptions {
   int64_t sink = 0;              // the key s of the sink metrics
-  double epsilon = 0.3;          // ε-sink rate threshold
+  double epsilon = 0.3;          // ε-sink rate threshold (Gu et al.)
+  double epsilon_high = 0.8;     // the second threshold (Barbero et al.)
   int64_t T_eps = 64;            // ε-sink rate window
   double pca_threshold = 0.99;   // variance fraction for PCA core features
   int64_t early_first = 1, early_last = 15;  // tokens compared with token 0
@@ -80,15 +86,17 @@ struct LayerReport {
   PerHead sink_score;
   std::vector<int64_t> sink_key;
   PerHead attn_to_sink;  // Attn_<s>, all queries
-  SinkRate sink_rate;
+  SinkRate sink_rate, sink_rate_high;  // at ε = options.epsilon and options.epsilon_high
   ColumnMass column_mass;
   PerHead delta_logit;
   PerHead value_norm, value_norm_ratio;                // ‖v_s‖, ‖v_s‖ / mean_{j≠s} ‖v_j‖ (per kv head)
+  PerHead key_norm_ratio;                              // ‖k_s‖ / mean_{j≠s} ‖k_j‖ (per kv head, after RoPE)
   PerHead output_value_norm, output_value_norm_ratio;  // ‖W_O v_s‖ and its ratio (per query head)
   PerHead qk_top_singular;                             // σ₁(W_Q,h W_K,hᵀ)
   // Residual stream and branch outputs.
   std::vector<double> residual_max_abs;  // [D] max |x| per dimension of the layer output
   std::vector<DimensionValue> residual_top;
+  MassiveActivation massive;  // of the layer output
   EarlyTokenNorms residual_norms, attn_norms, ffn_norms;
   double attn_stable_rank = NAN;  // ‖U‖_F² / σ₁² of the attention update (batch mean)
   double token_cosine = NAN;      // mean pairwise token cosine of the layer output
@@ -108,6 +116,9 @@ struct ModelReport {
   double avg_kurtosis = NAN;                // mean over modules of the mean kurtosis
   std::vector<double> residual_max_abs;     // [D] over every layer's residual stream
   std::vector<DimensionValue> residual_top;
+  MassiveActivation massive;                // the layer output with the largest top-1 / median
+  int64_t massive_layer = -1;
+  int64_t tokens = 0;                       // sequence length of the probed batch (layer outputs' axis −2)
 };
 
 namespace detail {
@@ -176,6 +187,7 @@ ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<Layer
   DimensionMaxAbs residual_all;
   r.attention = detail::has(probe.layers[0].attn.weights);
   r.gradients = detail::has(probe.layers[0].grad_input);
+  if (detail::has(probe.layers[0].output) && probe.layers[0].output.rank() >= 2) r.tokens = probe.layers[0].output.size(-2);
 
   for (std::size_t i = 0; i < probe.layers.size(); ++i) {
     const nn::LayerRecord<T>& rec = probe.layers[i];
@@ -191,6 +203,7 @@ ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<Layer
       L.sink_key = ss.key;
       L.attn_to_sink = attn_to_key(A, opt.sink);
       L.sink_rate = sink_rate(A, opt.sink, opt.epsilon, opt.T_eps);
+      L.sink_rate_high = sink_rate(A, opt.sink, opt.epsilon_high, opt.T_eps);
       L.column_mass = column_mass(A, opt.sink);
       if (detail::has(rec.attn.logits) && rec.attn.logits.size(2) == rec.attn.logits.size(3))
         L.delta_logit = delta_logit(rec.attn.logits, opt.sink);
@@ -198,6 +211,8 @@ ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<Layer
         const Tensor<double> vn = value_norms(rec.attn.values);
         L.value_norm = detail::column_of(vn, opt.sink);
         L.value_norm_ratio = norm_ratio_to_others(vn, opt.sink);
+        if (detail::has(rec.attn.keys))  // value_norms reads any [B, H, T, d] per-head states
+          L.key_norm_ratio = norm_ratio_to_others(value_norms(rec.attn.keys), opt.sink);
         if (!weights.empty() && detail::has(weights[i].w_o)) {
           const int64_t H = weights[i].heads;
           const Tensor<double> on = output_value_norms(detail::expand_kv_heads(rec.attn.values, H), weights[i].w_o);
@@ -217,6 +232,8 @@ ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<Layer
     residual_all.add(rec.output);
     L.residual_max_abs = residual.values();
     L.residual_top = residual.top(opt.top_dims);
+    L.massive = massive_activation(rec.output);
+    if (L.massive.ratio > r.massive.ratio) r.massive = L.massive, r.massive_layer = static_cast<int64_t>(i);
     L.residual_norms = early_token_norms(rec.output, opt.early_first, opt.early_last);
     L.attn_norms = early_token_norms(rec.attn_out, opt.early_first, opt.early_last);
     L.ffn_norms = early_token_norms(rec.ffn_out, opt.early_first, opt.early_last);

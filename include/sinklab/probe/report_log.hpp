@@ -1,6 +1,7 @@
 // ModelReport as metric-log rows (io/metrics_log.hpp).
 //
-//   summary_row(r)   one row for the model: Max inf norm, Avg kurtosis, top residual dimension
+//   summary_row(r)   one row for the model: Max inf norm, Avg kurtosis (with the T they were
+//                    measured at), top residual dimension, the largest massive activation
 //   layer_rows(r)    one row per layer; per-head values as name.h<k>, per-token profiles as
 //                    name.tok0 (token 0) and name.rest (mean of tokens 1..T−1)
 //   write_report(jsonl, r, context)  the summary row ("row": "model") then the layer rows ("row": "layer")
@@ -31,12 +32,25 @@ inline void put_early(io::LogRow& row, const std::string& name, const EarlyToken
   row.emplace_back(name + ".rest_mean", e.rest_mean);
   row.emplace_back(name + ".rest_max", e.rest_max);
 }
+inline void put_massive(io::LogRow& row, const std::string& name, const MassiveActivation& m) {
+  row.emplace_back(name + ".ratio", m.ratio);
+  row.emplace_back(name + ".top", m.top);
+  row.emplace_back(name + ".median", m.median);
+  row.emplace_back(name + ".token", m.token);
+  row.emplace_back(name + ".channel", m.channel);
+  row.emplace_back(name + ".token_share", m.token_share);
+}
 }  // namespace detail
 
 inline io::LogRow summary_row(const ModelReport& r, const io::LogRow& context = {}) {
   io::LogRow row = context;
   row.emplace_back("max_inf_norm", r.max_inf_norm);
   row.emplace_back("avg_kurtosis", r.avg_kurtosis);
+  row.emplace_back("tokens", r.tokens);
+  if (r.massive_layer >= 0) {
+    row.emplace_back("massive.layer", r.massive_layer);
+    detail::put_massive(row, "massive", r.massive);
+  }
   if (!r.residual_top.empty()) {
     row.emplace_back("residual.top_dim", r.residual_top[0].dim);
     row.emplace_back("residual.top_value", r.residual_top[0].value);
@@ -59,11 +73,13 @@ inline std::vector<io::LogRow> layer_rows(const ModelReport& r, const io::LogRow
       detail::put_heads(row, "attn_to_sink", L.attn_to_sink);
       row.emplace_back("sink_rate", L.sink_rate.rate);
       detail::put_heads(row, "sink_alpha", L.sink_rate.alpha);
+      row.emplace_back("sink_rate_high", L.sink_rate_high.rate);
       detail::put_heads(row, "column_mass", L.column_mass.mass);
       detail::put_heads(row, "column_second_moment", L.column_mass.second_moment);
       detail::put_heads(row, "delta_logit", L.delta_logit);
       detail::put_heads(row, "value_norm", L.value_norm);
       detail::put_heads(row, "value_norm_ratio", L.value_norm_ratio);
+      detail::put_heads(row, "key_norm_ratio", L.key_norm_ratio);
       detail::put_heads(row, "wo_value_norm", L.output_value_norm);
       detail::put_heads(row, "wo_value_norm_ratio", L.output_value_norm_ratio);
     }
@@ -72,6 +88,7 @@ inline std::vector<io::LogRow> layer_rows(const ModelReport& r, const io::LogRow
       row.emplace_back("residual.top_dim", L.residual_top[0].dim);
       row.emplace_back("residual.top_value", L.residual_top[0].value);
     }
+    detail::put_massive(row, "massive", L.massive);
     detail::put_early(row, "residual_norm", L.residual_norms);
     detail::put_early(row, "attn_norm", L.attn_norms);
     detail::put_early(row, "ffn_norm", L.ffn_norms);
