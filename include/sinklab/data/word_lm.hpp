@@ -9,7 +9,9 @@
 // word vocabulary is built from the training part only, so validation has honest <unk>s. Token
 // ids are the WordTokenizer's shifted up by `specials`: ids below it are the caller's (a BOS or
 // [CLS] token, a [MASK]). A window is [first, w_s, …, w_{s+T−2}] → [w_s, …, w_{s+T−1}]: every
-// sequence starts with the same `first` token, which is where attention sinks form.
+// sequence starts with the same `first` token, which is where attention sinks form. With `first`
+// = kNoFirstToken a window is plain text, [w_{s−1}, …, w_{s+T−2}] → [w_s, …, w_{s+T−1}] (Gu et
+// al.'s contrast: no fixed token at position 0).
 #pragma once
 #include <algorithm>
 #include <cctype>
@@ -80,6 +82,8 @@ inline WordLmCorpus make_word_lm(const std::vector<std::string>& sentences, cons
   return c;
 }
 
+inline constexpr int32_t kNoFirstToken = -1;
+
 // Windows of `stream` starting at `starts` (inputs start with `first`; targets are the words).
 inline TokenBatch lm_windows(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t T,
                              int32_t first) {
@@ -89,7 +93,9 @@ inline TokenBatch lm_windows(const std::vector<int32_t>& stream, const std::vect
     const int64_t s = starts[static_cast<std::size_t>(r)];
     SINKLAB_CHECK(s >= 0 && s + T <= static_cast<int64_t>(stream.size()), "data::lm_windows: a window of ", T,
                   " tokens at ", s, " runs past the stream's ", stream.size(), " tokens");
-    b.x(r, 0) = first;
+    SINKLAB_CHECK(first >= 0 || s >= 1, "data::lm_windows: a window without a first token reads the word before ",
+                  "its start, so it cannot start at 0");
+    b.x(r, 0) = first >= 0 ? first : stream[static_cast<std::size_t>(s - 1)];
     for (int64_t t = 1; t < T; ++t) b.x(r, t) = stream[static_cast<std::size_t>(s + t - 1)];
     for (int64_t t = 0; t < T; ++t) b.y(r, t) = stream[static_cast<std::size_t>(s + t)];
   }
@@ -102,8 +108,11 @@ inline TokenBatch sample_lm_windows(const std::vector<int32_t>& stream, Rng& rng
   const int64_t n = static_cast<int64_t>(stream.size()) - T;
   SINKLAB_CHECK(n >= 0, "data::sample_lm_windows: the stream has ", stream.size(), " tokens, fewer than one window of ",
                 T, "; use more text or a shorter sequence length");
+  const int64_t lo = first >= 0 ? 0 : 1;
+  SINKLAB_CHECK(n >= lo, "data::sample_lm_windows: the stream has ", stream.size(), " tokens, too few for a window of ",
+                T, " without a first token");
   std::vector<int64_t> starts(static_cast<std::size_t>(batch));
-  for (auto& s : starts) s = rng.randint(0, n + 1);
+  for (auto& s : starts) s = rng.randint(lo, n + 1);
   return lm_windows(stream, starts, T, first);
 }
 
@@ -111,13 +120,14 @@ inline TokenBatch sample_lm_windows(const std::vector<int32_t>& stream, Rng& rng
 // batches (the last may be smaller): a fixed evaluation set.
 inline std::vector<TokenBatch> consecutive_lm_windows(const std::vector<int32_t>& stream, int64_t T, int64_t batch,
                                                       int64_t max_batches, int32_t first) {
-  const int64_t n_windows = (static_cast<int64_t>(stream.size()) - 1) / T;
+  const int64_t shift = first >= 0 ? 0 : 1;  // a window without a first token reads one word before it
+  const int64_t n_windows = (static_cast<int64_t>(stream.size()) - 1) / T;  // the last one ends by stream[size − 1]
   SINKLAB_CHECK(n_windows >= 1, "data::consecutive_lm_windows: the stream (", stream.size(),
                 " tokens) is shorter than one sequence of ", T, " tokens; use more text or a shorter sequence length");
   std::vector<TokenBatch> out;
   for (int64_t w = 0; w < n_windows && static_cast<int64_t>(out.size()) < max_batches; w += batch) {
     std::vector<int64_t> starts;
-    for (int64_t k = w; k < std::min(n_windows, w + batch); ++k) starts.push_back(k * T);
+    for (int64_t k = w; k < std::min(n_windows, w + batch); ++k) starts.push_back(k * T + shift);
     out.push_back(lm_windows(stream, starts, T, first));
   }
   return out;

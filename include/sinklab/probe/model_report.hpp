@@ -118,7 +118,7 @@ struct ModelReport {
   std::vector<DimensionValue> residual_top;
   MassiveActivation massive;                // the layer output with the largest top-1 / median
   int64_t massive_layer = -1;
-  int64_t tokens = 0;                       // sequence length of the probed batch (layer outputs' axis −2)
+  int64_t seq_len = 0;                      // sequence length of the probed batch (layer outputs' axis −2)
 };
 
 namespace detail {
@@ -187,7 +187,7 @@ ModelReport model_report(const nn::ModelProbe<T>& probe, const std::vector<Layer
   DimensionMaxAbs residual_all;
   r.attention = detail::has(probe.layers[0].attn.weights);
   r.gradients = detail::has(probe.layers[0].grad_input);
-  if (detail::has(probe.layers[0].output) && probe.layers[0].output.rank() >= 2) r.tokens = probe.layers[0].output.size(-2);
+  if (detail::has(probe.layers[0].output) && probe.layers[0].output.rank() >= 2) r.seq_len = probe.layers[0].output.size(-2);
 
   for (std::size_t i = 0; i < probe.layers.size(); ++i) {
     const nn::LayerRecord<T>& rec = probe.layers[i];

@@ -46,7 +46,7 @@ inline io::LogRow summary_row(const ModelReport& r, const io::LogRow& context = 
   io::LogRow row = context;
   row.emplace_back("max_inf_norm", r.max_inf_norm);
   row.emplace_back("avg_kurtosis", r.avg_kurtosis);
-  row.emplace_back("tokens", r.tokens);
+  row.emplace_back("seq_len", r.seq_len);
   if (r.massive_layer >= 0) {
     row.emplace_back("massive.layer", r.massive_layer);
     detail::put_massive(row, "massive", r.massive);
