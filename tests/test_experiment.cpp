@@ -143,6 +143,24 @@ TEST_CASE("summarize: mean, sample sd, min, max; non-finite values counted but l
   CHECK(summarize({NAN}).short_str() == "n/a");
 }
 
+TEST_CASE("paired_difference: clear only when every seed agrees in sign and |mean| >= sd; otherwise inconclusive") {
+  const auto up = experiment::paired_difference({0.2, 0.3, 0.25});
+  CHECK(up.clear());
+  CHECK(up.sign() == 1);
+  CHECK(up.positive == 3);
+  CHECK(up.str(2) == "0.25 ± 0.05, 3/3 seeds > 0");
+  CHECK(experiment::paired_difference({-0.2, -0.3, NAN}).sign() == -1);
+  // One seed against the others, a tie, a mean inside its sd, a single seed: inconclusive.
+  CHECK(experiment::paired_difference({0.2, 0.3, -0.1}).sign() == 0);
+  CHECK(experiment::paired_difference({0.2, 0.0, 0.3}).sign() == 0);
+  CHECK(experiment::paired_difference({0.01, 0.5, 0.02}).sign() == 0);  // mean 0.18 < sd 0.28
+  CHECK(experiment::paired_difference({0.4}).sign() == 0);
+  CHECK(experiment::paired_difference({0.4}).str(1) == "0.4, 1/1 seed > 0");
+  CHECK(experiment::paired_difference({-0.005, 0.004, -0.012}).str(3) == "-0.004 ± 0.008, 2/3 seeds < 0");
+  CHECK(experiment::paired_difference({}).str() == "n/a");
+  CHECK(std::string(experiment::to_string(experiment::Verdict::Inconclusive)) == "inconclusive");
+}
+
 TEST_CASE("fit_line: least squares through finite pairs; too few points or a constant x give no slope") {
   const LineFit f = fit_line({0, 1, 2, 3, NAN}, {1, 3, 5, 7, 100});
   CHECK(f.n == 4);

@@ -313,8 +313,12 @@ std::string ablation(const Summary& S) {
 void figures(const Summary& S, const fs::path& out) {
   const auto& vs = S.m.variants();
   experiment::Figures fig(out);
+  // The loss panels start after the first tenth of training, past the warm-up's fall from ln(V).
+  int64_t settled = 0;
+  for (const auto& v : vs) settled = std::max(settled, experiment::last_step(S.m.of(v)) / 10);
   const std::vector<experiment::Figures::Panel> panels = {
-      {"val_loss", "validation loss"}, {"train_loss", "training loss (smoothed)"},
+      {"val_loss", "validation loss (after the first 10% of steps)", false, settled},
+      {"train_loss", "training loss, smoothed (after the first 10% of steps)", false, settled},
       {"sink", "attention to key 0 (mean over layers)"}, {"token_sim", "token similarity (mean over layers)"}};
   auto series = [&](const std::vector<std::string>& names) {
     std::vector<experiment::Figures::Series> ss;

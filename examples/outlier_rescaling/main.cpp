@@ -316,8 +316,11 @@ std::string claims(const Summary& S) {
 void figures(const Summary& S, const fs::path& out) {
   const auto& vs = S.m.variants();
   experiment::Figures fig(out);
+  // The loss panels start after the first tenth of training, past the warm-up's fall from ln(V).
+  const int64_t settled = experiment::last_step(S.m.of("baseline")) / 10;
   const std::vector<experiment::Figures::Panel> panels = {
-      {"val_loss", "validation loss"}, {"train_loss", "training loss (smoothed)"},
+      {"val_loss", "validation loss (after the first 10% of steps)", false, settled},
+      {"train_loss", "training loss, smoothed (after the first 10% of steps)", false, settled},
       {"max_act", "max |activation|", true}, {"sink", "attention to key 0 (mean over layers)"}};
   auto series = [&](const std::vector<std::string>& names) {
     std::vector<experiment::Figures::Series> ss;

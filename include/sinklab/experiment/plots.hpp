@@ -13,6 +13,7 @@
 //
 // Dynamics files are those write_dynamics() makes: step, then <metric>_mean, _min, _max.
 #pragma once
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -62,6 +63,14 @@ inline void write_dynamics(const fs::path& file, const std::vector<const RunResu
   }
 }
 
+// The last step any of `runs` logged (0 for none): a Panel::from_step is a fraction of it.
+inline int64_t last_step(const std::vector<const RunResult*>& runs) {
+  int64_t last = 0;
+  for (const auto* r : runs)
+    if (!r->history.empty()) last = std::max(last, r->history.back().value("step", int64_t{0}));
+  return last;
+}
+
 // Single-quoted gnuplot (and shell) string: the quote itself is doubled.
 inline std::string gp_quote(const std::string& s) {
   std::string out = "'";
@@ -83,6 +92,9 @@ class Figures {
   struct Panel {
     std::string metric, title;
     bool log_y = false;
+    // Points before this step are not drawn: a loss panel that starts at ln(V) would set a
+    // y-range in which every later difference is flat (pass the end of the warm-up, say).
+    int64_t from_step = 0;
   };
   struct Series {
     std::string label, file;  // file relative to the output directory
@@ -111,14 +123,15 @@ class Figures {
     for (std::size_t p = 0; p < panels.size(); ++p) {
       gp_ << "set title " << gp_quote(panels[p].title) << "\n" << (panels[p].log_y ? "set" : "unset")
           << " logscale y\nplot ";
+      const std::string shown = "column(1) >= " + std::to_string(panels[p].from_step) + " ? ";
       for (std::size_t s = 0; s < series.size(); ++s) {
         const std::string f = gp_quote(series[s].file), lc = std::string("lc rgb '") + palette(s) + "'";
         const std::string m = panels[p].metric;
         if (cairo_)
-          gp_ << (s ? ", " : "") << f << " using 1:(column('" << m << "_min')):(column('" << m
+          gp_ << (s ? ", " : "") << f << " using 1:(" << shown << "column('" << m << "_min') : 1/0):(column('" << m
               << "_max')) with filledcurves " << lc << " notitle";
-        gp_ << ((cairo_ || s) ? ", " : "") << f << " using 1:(column('" << m << "_mean')) with lines lw 2 "
-            << lc << " title " << (p == 0 ? gp_quote(series[s].label) : "''");
+        gp_ << ((cairo_ || s) ? ", " : "") << f << " using 1:(" << shown << "column('" << m
+            << "_mean') : 1/0) with lines lw 2 " << lc << " title " << (p == 0 ? gp_quote(series[s].label) : "''");
       }
       gp_ << "\n";
     }
@@ -192,16 +205,21 @@ class Figures {
     pngs_.push_back(png);
   }
 
-  // One bar per row of a bars file (see write_bars): height = mean, error bar = sd.
+  // One bar per row of a bars file (see write_bars): height = mean, error bar = sd. The first
+  // and last bars stay inside the frame; on a log axis an error bar that would reach zero or below
+  // is cut at a tenth of its bar (a log axis cannot draw it), and the title says so.
   void bars(const std::string& png, const std::string& title, const std::string& file, const std::string& ylabel = "",
             bool log_y = false) {
     gp_ << "set terminal " << term_ << " size 900,520\nset output " << gp_quote(png) << "\n";
-    gp_ << "set title " << gp_quote(title) << "\nunset key\nset grid ytics\nset boxwidth 0.6\n"
+    gp_ << "set title " << gp_quote(log_y ? title + " (log axis: error bars cut at a tenth of the bar)" : title)
+        << "\nunset key\nset grid ytics\nset boxwidth 0.6\n"
         << "set style fill solid 0.7 border -1\nset ylabel " << gp_quote(ylabel) << "\n"
         << (log_y ? "set logscale y\nset yrange [*:*]\n" : "unset logscale y\nset yrange [0:*]\n")
-        << "set xtics rotate by -30\n";
-    gp_ << "plot " << gp_quote(file) << " skip 1 using 0:2:3:xtic(1) with boxerrorbars lc rgb '#1f77b4'\n";
-    gp_ << "set xtics norotate autofreq\nunset logscale y\nset yrange [*:*]\nunset ylabel\n";
+        << "set offsets 0.6, 0.6, 0, 0\nset xtics rotate by -30\n";
+    const std::string low = log_y ? "($2 - $3 > $2 / 10 ? $2 - $3 : $2 / 10)" : "($2 - $3)";
+    gp_ << "plot " << gp_quote(file) << " skip 1 using 0:2:xtic(1) with boxes lc rgb '#1f77b4', " << gp_quote(file)
+        << " skip 1 using 0:2:" << low << ":($2 + $3) with yerrorbars pt 0 lc rgb 'black'\n";
+    gp_ << "set offsets 0, 0, 0, 0\nset xtics norotate autofreq\nunset logscale y\nset yrange [*:*]\nunset ylabel\n";
     pngs_.push_back(png);
   }
 

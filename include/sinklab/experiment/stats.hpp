@@ -6,6 +6,11 @@
 // NaN values (a diverged run, a metric that does not apply) are counted but left out of the
 // statistics, so one bad seed shows up as `n_finite < n` instead of poisoning the mean.
 //
+// paired_difference(d): per-seed differences (variant − baseline of the same seed, as
+// Matrix::paired gives them) with their spread and how many seeds agree in sign. A difference is
+// `clear` only when at least two seeds have it, every seed has the same sign, and |mean| ≥ sd;
+// anything else is inside the seed spread, and a verdict built on it reads "inconclusive".
+//
 // fit_line(xs, ys): the least-squares line through paired points, for a claim that reads a
 // slope (e.g. log Compress against log ‖h‖); pairs with a non-finite member are left out.
 #pragma once
@@ -65,6 +70,36 @@ inline Spread summarize(const std::vector<double>& xs) {
     if (std::isfinite(x)) ss += (x - s.mean) * (x - s.mean);
   s.sd = s.n_finite > 1 ? std::sqrt(ss / double(s.n_finite - 1)) : 0.0;  // sample sd (n − 1)
   return s;
+}
+
+struct PairedDifference {
+  Spread diff;
+  std::size_t positive = 0, negative = 0;  // seeds with d > 0 and d < 0
+
+  bool clear() const {
+    return diff.n_finite >= 2 && (positive == diff.n_finite || negative == diff.n_finite) &&
+           std::abs(diff.mean) >= diff.sd;
+  }
+  // +1 or −1 when clear, 0 when inconclusive.
+  int sign() const { return clear() ? (positive ? 1 : -1) : 0; }
+  // "−0.005 ± 0.009, 2/3 seeds < 0"
+  std::string str(int precision = 3) const {
+    if (diff.n_finite == 0) return "n/a";
+    const bool up = positive >= negative;
+    return diff.short_str(precision) + ", " + std::to_string(up ? positive : negative) + "/" +
+           std::to_string(diff.n_finite) + (diff.n_finite == 1 ? " seed " : " seeds ") + (up ? "> 0" : "< 0");
+  }
+};
+
+inline PairedDifference paired_difference(const std::vector<double>& d) {
+  PairedDifference p;
+  p.diff = summarize(d);
+  for (double x : d) {
+    if (!std::isfinite(x)) continue;
+    if (x > 0) ++p.positive;
+    if (x < 0) ++p.negative;
+  }
+  return p;
 }
 
 struct LineFit {

@@ -101,7 +101,9 @@ inline std::string fixed(double x, int precision = 3) {
 
 // Untestable: the claim's precondition did not hold in our runs (say, "gating removes the sink"
 // where the ungated model formed none), so the figure neither supports nor refutes it.
-enum class Verdict { Reproduced, Partly, Not, Untestable };
+// Inconclusive: the difference the claim is about lies inside the seed spread
+// (PairedDifference::clear() is false), so it neither holds nor fails.
+enum class Verdict { Reproduced, Partly, Not, Untestable, Inconclusive };
 
 inline const char* to_string(Verdict v) {
   switch (v) {
@@ -109,6 +111,7 @@ inline const char* to_string(Verdict v) {
     case Verdict::Partly: return "partly";
     case Verdict::Not: return "not reproduced";
     case Verdict::Untestable: return "untestable here";
+    case Verdict::Inconclusive: return "inconclusive";
   }
   return "?";
 }
