@@ -102,6 +102,16 @@ double onset(const experiment::RunResult& r, Pred pred) {
   return NAN;
 }
 
+// "L<l>_h<h>_<name>", as fit.cpp logs per-head values (built by appending: GCC 12 warns falsely
+// (-Wrestrict) on the operator+ chain here).
+std::string head_metric(int64_t l, int64_t h, const char* name) {
+  std::string k = "h";
+  k += std::to_string(h);
+  k += '_';
+  k += name;
+  return Matrix::layer_metric(l, k);
+}
+
 double num(const Json& h, const char* k) { return h.contains(k) ? experiment::number(h[k]) : NAN; }
 
 // A sink in one evaluation: a head with α₀ ≥ alpha_sink, or Sink^0.3 ≥ rate_sink read over a full
@@ -148,7 +158,7 @@ std::string tables(const Summary& S) {
     for (int64_t l = 0;; ++l) {
       double best = -1;
       for (int64_t h = 0;; ++h) {
-        const double a = r->metric(Matrix::layer_metric(l, "h" + std::to_string(h) + "_alpha"));
+        const double a = r->metric(head_metric(l, h, "alpha"));
         if (!std::isfinite(a)) break;
         best = std::max(best, a);
       }
@@ -164,22 +174,26 @@ std::string tables(const Summary& S) {
   md += "### Where (first seed; layers counted from 1)\n\n" + w.markdown() + "\n";
   // Each factor against the base, paired by seed.
   if (S.has("base")) {
-    experiment::Table f({"cell", "Δ α₀ max vs base (paired)", "Δ Sink^0.3", "Δ log10 top-1/median", "Δ val loss",
-                         "seeds with α₀ max above base"});
+    experiment::Table f({"cell", "Δ α₀ max", "Δ Sink^0.3", "Δ log10 top-1/median", "Δ val loss", "the factor's direction"});
+    auto call = [](const experiment::PairedDifference& p, const char* what) {
+      return p.sign() == 0 ? std::string("inconclusive (") + what + ")"
+                           : std::string(p.sign() > 0 ? "raises " : "lowers ") + what;
+    };
     for (const auto& v : cells) {
       if (v == "base" || !S.has(v)) continue;
-      const auto da = S.paired(v, "base", "alpha_max");
       std::vector<double> dlog;
       for (const auto* x : S.m.of(v))
         for (const auto* b : S.m.of("base"))
           if (x->seed == b->seed && !x->diverged && !b->diverged)
             dlog.push_back(std::log10(x->metric("massive")) - std::log10(b->metric("massive")));
-      const auto up = std::count_if(da.begin(), da.end(), [](double d) { return d > 0; });
-      f.row({v, experiment::summarize(da).short_str(3), experiment::summarize(S.paired(v, "base", "sink03")).short_str(2),
-             experiment::summarize(dlog).short_str(2), experiment::summarize(S.paired(v, "base", "val_loss")).short_str(3),
-             std::to_string(up) + "/" + std::to_string(da.size())});
+      const auto da = experiment::paired_difference(S.paired(v, "base", "alpha_max"));
+      const auto dm = experiment::paired_difference(dlog);
+      f.row({v, da.str(3), experiment::paired_difference(S.paired(v, "base", "sink03")).str(2), dm.str(2),
+             experiment::paired_difference(S.paired(v, "base", "val_loss")).str(3),
+             call(da, "α₀") + "; " + call(dm, "top-1/median")});
     }
-    md += "### Each cell against the base, per seed (cell − base of the same seed)\n\n" + f.markdown() + "\n";
+    md += "### Each cell against the base, per seed (cell − base of the same seed; a direction needs every seed to "
+          "agree in sign and |mean| ≥ sd, so one seed is always inconclusive)\n\n" + f.markdown() + "\n";
   }
   return md;
 }
@@ -255,7 +269,7 @@ void figures(const Summary& S, const fs::path& out) {
     for (int64_t l = 0;; ++l) {
       int64_t h = 0;
       for (;; ++h) {
-        const double x = runs.front()->metric(Matrix::layer_metric(l, "h" + std::to_string(h) + "_alpha"));
+        const double x = runs.front()->metric(head_metric(l, h, "alpha"));
         if (!std::isfinite(x)) break;
         a.push_back(x);
       }
@@ -267,9 +281,21 @@ void figures(const Summary& S, const fs::path& out) {
     experiment::write_matrix(out / file, a.data(), layers, heads);
     maps.push_back({v, file});
   }
-  if (!maps.empty())
-    fig.heatmaps("alpha_map.png", "alpha_0 per layer (row) and head (column) at the end, first seed; one scale 0..1", maps,
-                 {}, 1.0, "head", "layer");
+  if (!maps.empty()) {
+    // Layers and heads counted from 1 and 0 as the tables do, integer ticks, one colour scale.
+    std::string gp = "set terminal " + fig.terminal() + " size " + std::to_string(320 * maps.size() + 80) +
+                     ",420\nset output 'alpha_map.png'\nset multiplot layout 1," + std::to_string(maps.size()) +
+                     " title 'alpha_0 (first 64 queries) per layer and head at the end, first seed; one scale 0..1'\n"
+                     "set datafile separator whitespace\nunset grid\nunset key\nset palette defined (0 'white', 0.5 "
+                     "'#6baed6', 1 '#08306b')\nset cbrange [0:1]\nset xtics 1\nset ytics 1\nset xlabel 'head'\n"
+                     "set ylabel 'layer'\nset autoscale xfix\nset autoscale yfix\nset yrange [*:*] reverse\n";
+    for (const auto& m : maps)
+      gp += "set title " + experiment::gp_quote(m.label) + "\nplot " + experiment::gp_quote(m.file) +
+            " matrix using 1:($2 + 1):3 with image\n";
+    gp += "unset multiplot\nset yrange [*:*] noreverse\nset xtics autofreq\nset ytics autofreq\nunset xlabel\n"
+          "unset ylabel\nset datafile separator ','\n";
+    fig.script(gp, "alpha_map.png");
+  }
   fig.render();
 }
 

@@ -1,6 +1,6 @@
 // examples/sink_emergence: what its translation units share. A cell of the grid is a variant of
 // the run matrix named by the factors it changes from the base setting ("base", "T512",
-// "wd0.5+init-gu", …; cell.hpp reads the names); fit.cpp trains and measures one run; main.cpp
+// "wd0.5+init-gu", …; fit.cpp reads the names and trains and measures one run); main.cpp
 // holds the command line, the grid, the tables, the verdicts and the figures.
 #pragma once
 #include <cstdint>
