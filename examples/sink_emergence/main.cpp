@@ -228,7 +228,7 @@ void figures(const Summary& S, const fs::path& out) {
     const std::string file = "dynamics_" + v + ".csv";
     experiment::write_dynamics(out / file, S.m.of(v),
                                {"tokens", "val_loss", "alpha_max", "alpha_uniform", "sink03", "sink08", "massive",
-                                "avg_kurtosis", "attn0_max"});
+                                "avg_kurtosis", "attn0_max", "vratio_min"});
     series.emplace_back(v, file);
   }
   if (series.empty()) return;
@@ -236,16 +236,17 @@ void figures(const Summary& S, const fs::path& out) {
   std::string gp = "set terminal " + fig.terminal() + " size 1500,840\nset output 'emergence.png'\n"
                    "set multiplot layout 2,3 title 'sink and massive-activation measures against tokens seen (mean over "
                    "seeds)'\nset datafile separator ','\nset datafile columnheaders\nset grid\nset key top left font ',8'\n"
-                   "set xlabel 'tokens seen'\nset format x '%.0s%c'\n";
+                   "set xlabel 'tokens seen'\nset format x '%.1s%c'\n";
   const std::vector<std::tuple<std::string, std::string, bool>> panels = {
       {"alpha_max", "largest alpha_0 of any head (first 64 queries); dashed: uniform", false},
       {"sink03", "Sink^0.3 (fraction of heads with alpha_0 > 0.3)", false},
-      {"sink08", "Sink^0.8", false},
+      {"vratio_min", "smallest ||v_0|| / mean ||v_j|| of any head (value drain)", false},
       {"massive", "top-1 |x| / median |x| (largest layer output)", true},
       {"avg_kurtosis", "Avg kurtosis", true},
       {"val_loss", "validation loss", false}};
   for (const auto& [metric, title, log_y] : panels) {
     gp += "set title " + experiment::gp_quote(title) + "\n" + (log_y ? "set" : "unset") + " logscale y\n";
+    gp += metric == "sink03" ? "set yrange [0:1]\n" : "set yrange [*:*]\n";  // a fraction: its whole range
     gp += "plot ";
     for (std::size_t i = 0; i < series.size(); ++i)
       gp += std::string(i ? ", " : "") + experiment::gp_quote(series[i].second) + " using (column('tokens_mean')):(" +
