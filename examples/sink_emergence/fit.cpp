@@ -145,8 +145,8 @@ double uniform_alpha(int64_t w) {
 // Sink^0.8 (fraction of all heads), the largest massive activation and its place, Max inf norm,
 // Avg kurtosis.
 void report_metrics(const probe::ModelReport& r, io::LogRow& row) {
-  double alpha_max = -1, attn0_max = -1, vratio_min = INFINITY, rate03 = 0, rate08 = 0;
-  int64_t alpha_layer = -1, alpha_head = -1, heads = 0;
+  double alpha_max = -1, attn0_max = -1, vratio_min = INFINITY, rate03 = 0, rate08 = 0;  // rates: sums over layers
+  int64_t alpha_layer = -1, alpha_head = -1;
   for (const auto& L : r.layers) {
     const int64_t l = L.layer;
     for (int64_t h = 0; h < L.sink_rate.alpha.heads(); ++h) {
@@ -159,10 +159,9 @@ void report_metrics(const probe::ModelReport& r, io::LogRow& row) {
       if (a > alpha_max) alpha_max = a, alpha_layer = l, alpha_head = h;
       attn0_max = std::max(attn0_max, L.attn_to_sink[h]);
       if (h < L.value_norm_ratio.heads()) vratio_min = std::min(vratio_min, L.value_norm_ratio[h]);
-      rate03 += L.sink_rate.alpha[h] > L.sink_rate.epsilon;
-      rate08 += L.sink_rate.alpha[h] > L.sink_rate_high.epsilon;
-      ++heads;
     }
+    rate03 += L.sink_rate.rate;  // every layer has the same heads: the mean of the layers' rates is the
+    rate08 += L.sink_rate_high.rate;  // fraction of all heads
     row.emplace_back(experiment::Matrix::layer_metric(l, "massive"), L.massive.ratio);
   }
   row.emplace_back("alpha_max", alpha_max);
@@ -170,8 +169,8 @@ void report_metrics(const probe::ModelReport& r, io::LogRow& row) {
   row.emplace_back("alpha_max_head", alpha_head);
   row.emplace_back("attn0_max", attn0_max);
   row.emplace_back("vratio_min", vratio_min);
-  row.emplace_back("sink03", heads ? rate03 / double(heads) : NAN);
-  row.emplace_back("sink08", heads ? rate08 / double(heads) : NAN);
+  row.emplace_back("sink03", r.layers.empty() ? NAN : rate03 / double(r.layers.size()));
+  row.emplace_back("sink08", r.layers.empty() ? NAN : rate08 / double(r.layers.size()));
   row.emplace_back("massive", r.massive.ratio);
   row.emplace_back("massive_top", r.massive.top);
   row.emplace_back("massive_layer", r.massive_layer);

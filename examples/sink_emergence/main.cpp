@@ -112,6 +112,21 @@ std::string head_metric(int64_t l, int64_t h, const char* name) {
   return Matrix::layer_metric(l, k);
 }
 
+// A run's final α₀ per layer and head ([layer][head]), as fit.cpp logged it.
+std::vector<std::vector<double>> alpha_by_layer(const experiment::RunResult& r) {
+  std::vector<std::vector<double>> a;
+  for (int64_t l = 0;; ++l) {
+    std::vector<double> heads;
+    for (int64_t h = 0;; ++h) {
+      const double x = r.metric(head_metric(l, h, "alpha"));
+      if (!std::isfinite(x)) break;
+      heads.push_back(x);
+    }
+    if (heads.empty()) return a;
+    a.push_back(std::move(heads));
+  }
+}
+
 double num(const Json& h, const char* k) { return h.contains(k) ? experiment::number(h[k]) : NAN; }
 
 // A sink in one evaluation: a head with α₀ ≥ alpha_sink, or Sink^0.3 ≥ rate_sink read over a full
@@ -155,16 +170,8 @@ std::string tables(const Summary& S) {
     if (runs.empty() || runs.front()->diverged) continue;
     const auto* r = runs.front();
     std::string per_layer;
-    for (int64_t l = 0;; ++l) {
-      double best = -1;
-      for (int64_t h = 0;; ++h) {
-        const double a = r->metric(head_metric(l, h, "alpha"));
-        if (!std::isfinite(a)) break;
-        best = std::max(best, a);
-      }
-      if (best < 0) break;
-      per_layer += (l ? " " : "") + fixed(best, 2);
-    }
+    for (const auto& heads : alpha_by_layer(*r))
+      per_layer += (per_layer.empty() ? "" : " ") + fixed(*std::max_element(heads.begin(), heads.end()), 2);
     w.row({v, "layer " + fixed(r->metric("alpha_max_layer") + 1, 0) + ", head " + fixed(r->metric("alpha_max_head"), 0),
            per_layer,
            fixed(r->metric("massive_layer") + 1, 0) + ", " + fixed(r->metric("massive_token"), 0) + ", " +
@@ -265,21 +272,13 @@ void figures(const Summary& S, const fs::path& out) {
   for (const auto& v : S.m.variants()) {
     const auto runs = S.m.of(v);
     if (runs.empty() || runs.front()->diverged) continue;
+    const auto by_layer = alpha_by_layer(*runs.front());
+    if (by_layer.empty()) continue;
     std::vector<double> a;
-    int64_t layers = 0, heads = 0;
-    for (int64_t l = 0;; ++l) {
-      int64_t h = 0;
-      for (;; ++h) {
-        const double x = runs.front()->metric(head_metric(l, h, "alpha"));
-        if (!std::isfinite(x)) break;
-        a.push_back(x);
-      }
-      if (h == 0) break;
-      heads = h, layers = l + 1;
-    }
-    if (layers == 0) continue;
+    for (const auto& heads : by_layer) a.insert(a.end(), heads.begin(), heads.end());
     const std::string file = "alpha_map_" + v + ".dat";
-    experiment::write_matrix(out / file, a.data(), layers, heads);
+    experiment::write_matrix(out / file, a.data(), static_cast<int64_t>(by_layer.size()),
+                             static_cast<int64_t>(by_layer.front().size()));
     maps.push_back({v, file});
   }
   if (!maps.empty()) {
