@@ -55,6 +55,10 @@ SINKLAB_HD inline float exp_fast(float x) {
   return std::exp(x);
 #endif
 }
+// exp_fast as the exponential of a score family's row update (policy/row_update.hpp).
+struct FastExp {
+  SINKLAB_HD static float apply(float x) { return exp_fast(x); }
+};
 
 #if defined(__CUDACC__)
 // The context of a thread of a CUDA kernel.

@@ -11,6 +11,7 @@
 // branch-free through select(), so a batch updates all its lanes at once.
 #pragma once
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "sinklab/core/config.hpp"
@@ -52,10 +53,22 @@ struct OnlineRow {
 
   // The row's total Σ e^{s − m} (0 when it saw nothing) and its log-sum-exp (−inf then).
   SINKLAB_HD V sum() const { return l; }
+  // A batch takes it lane by lane, so a row's lse is the same bits whether it ran alone or
+  // across SIMD lanes with other rows (a batch's log may differ from the scalar one in the last
+  // bit, and the backward's probabilities are e^{s − lse}).
   SINKLAB_HD V lse() const {
-    using policy::math::select;
-    using std::log;
-    return select(l > V(0), m + log(l), V(-std::numeric_limits<double>::infinity()));
+    if constexpr (requires { V::size; }) {
+      using T = typename V::value_type;
+      alignas(64) T mm[V::size], ll[V::size];
+      m.store_aligned(mm);
+      l.store_aligned(ll);
+      for (std::size_t i = 0; i < V::size; ++i) mm[i] = OnlineRow<T>{mm[i], ll[i]}.lse();
+      return V::load_aligned(mm);
+    } else {
+      using policy::math::select;
+      using std::log;
+      return select(l > V(0), m + log(l), V(-std::numeric_limits<double>::infinity()));
+    }
   }
 };
 

@@ -122,7 +122,7 @@ void attention_backward(const Score& score, const typename Score::template Args<
   const unsigned key_blocks = detail::grid(sh.B * sh.Hkv * ((sh.S + cfg.threads - 1) / cfg.threads));
   // A launch of no blocks is an error: with no query rows (T = 0) only the key side runs (dk and
   // dv come out zero), with no keys (S = 0) only the query side.
-  if constexpr (Score::family == score::Family::Normalised) {
+  if constexpr (score::row_grad_t<Score, T>::delta != score::Delta::None) {  // D first
     if (query_blocks > 0) {
       auto rows = detail::attention_backward_rows_kernel<Score, Mask, T>;
       detail::allow_shared(rows, shared, cfg, "attention_backward_rows");

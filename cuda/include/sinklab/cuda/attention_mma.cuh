@@ -77,7 +77,7 @@ static_assert(kernels::cuda::attention_mma_backward_kv_shared_bytes<128>() <= 99
               "the tensor-core attention's largest block must fit sm_86/89's 99 KiB of shared memory");
 
 // The operands a cp.async reads 16 bytes at a time must start on 16 bytes (rows then do: d is a
-// multiple of 8), and the softmax family writes lse.
+// multiple of 8), and a score that saves lse (the softmax family) writes it.
 inline void check_mma_operands(const char* what, std::initializer_list<const void*> codes, bool needs_lse,
                                const void* lse) {
   for (const void* p : codes)
@@ -117,7 +117,7 @@ void attention_mma_forward(const Score& score, const typename Score::template Ar
   sh.block_k = kernels::cuda::mma::kRows;
   const int64_t blocks = kernels::cuda::attention_mma_forward_blocks(sh);
   if (blocks == 0) return;
-  detail::check_mma_operands("attention_mma_forward", {q, k, v}, Score::family == score::Family::Normalised, lse);
+  detail::check_mma_operands("attention_mma_forward", {q, k, v}, score::saves_lse_v<Score>, lse);
   detail::with_head_size(sh.d, "attention_mma_forward", [&](auto d) {
     constexpr int D = decltype(d)::value;
     auto kernel = detail::attention_mma_forward_kernel<E, D, Score, Mask>;
@@ -140,15 +140,15 @@ void attention_mma_backward(const Score& score, const typename Score::template A
   sh.block_k = kernels::cuda::mma::kRows;
   const int64_t query_blocks = kernels::cuda::attention_mma_forward_blocks(sh);
   const int64_t key_blocks = kernels::cuda::attention_mma_backward_kv_blocks(sh);
-  constexpr bool normalised = Score::family == score::Family::Normalised;
+  constexpr score::Delta delta = score::row_grad_t<Score, float>::delta;
   if (query_blocks > 0 || key_blocks > 0)
-    detail::check_mma_operands("attention_mma_backward", {q, k, v, dout}, normalised, lse);
+    detail::check_mma_operands("attention_mma_backward", {q, k, v, dout}, score::saves_lse_v<Score>, lse);
   detail::with_head_size(sh.d, "attention_mma_backward", [&](auto d) {
     constexpr int Dh = decltype(d)::value;
     const std::size_t q_shared = kernels::cuda::attention_mma_backward_q_shared_bytes<Dh>();
-    if constexpr (normalised) {
+    if constexpr (delta != score::Delta::None) {
       if (query_blocks > 0) {
-        if constexpr (Score::clipped) {  // D = Σ P w'(P) dA needs a sweep over the keys
+        if constexpr (delta == score::Delta::FromKeys) {  // D = Σ P w'(P) dA needs a sweep over the keys
           auto stats = detail::attention_mma_q_kernel<E, Dh, true, Score, Mask>;
           detail::allow_mma_shared(stats, q_shared, Dh, "attention_mma_backward (statistics)");
           stats<<<detail::grid(query_blocks), kThreads, q_shared, stream>>>(score, args, q, k, v, lse, D, dout,

@@ -163,7 +163,7 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
     kernels::cpu::detail::check_output_view(kernel, "out", out_into, {dm.B, dm.H, dm.T, dm.d}, {&q_, &k_, &v_});
   // Every element of out is written (a row that sees no key gets zeros), so it starts empty.
   DeviceTensor<T> out = dense_into ? out_into : DeviceTensor<T>::empty({dm.B, dm.H, dm.T, dm.d});
-  if constexpr (Score::family == score::Family::Normalised) res.lse = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
+  if constexpr (score::saves_lse_v<Score>) res.lse = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
   const bool mma = detail::use_mma<T>(opt, dm.d);
   if constexpr (std::is_same_v<T, float>) {
     if (mma) {  // bf16 operands on the tensor cores, float results
@@ -196,11 +196,12 @@ kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
   constexpr const char* kernel = "attention_fused_backward (cuda)";
   const kernels::cpu::AttentionDims dm = kernels::cpu::detail::check_shapes(kernel, q_, k_, v_, opt);
   kernels::cpu::detail::check_score_params<T, Score, sinklab::cuda>(kernel, score, params, dm);
-  constexpr bool normalised = Score::family == score::Family::Normalised;
+  constexpr bool saved_lse = score::saves_lse_v<Score>;
+  constexpr bool needs_D = score::row_grad_t<Score, T>::delta != score::Delta::None;
   static_assert(Score::has_sink || !score::HasRowParamGrad<Score, T>,
                 "attention_fused_backward (cuda): the CUDA kernels sum row parameter gradients for a sink "
                 "(has_sink) only; this score's would be lost");
-  kernels::cpu::detail::check_saved(kernel, q_, dout_, fwd, dm, normalised);
+  kernels::cpu::detail::check_saved(kernel, q_, dout_, fwd, dm, saved_lse);
   const DeviceTensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous(),
                         out = fwd.out.contiguous();
   const DeviceTensor<int64_t> kv = detail::kv_lengths_on_device(opt);
@@ -210,7 +211,7 @@ kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
   g.dv = DeviceTensor<T>::empty(v.shape());
   g.dscore = policy::zeros_like(params);
   DeviceTensor<T> D, row_grad;
-  if constexpr (normalised) D = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
+  if constexpr (needs_D) D = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
   T* dparam = nullptr;
   if constexpr (Score::has_sink) {
     row_grad = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
@@ -221,14 +222,14 @@ kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
       const auto q16 = detail::bf16_codes(q), k16 = detail::bf16_codes(k), v16 = detail::bf16_codes(v),
                  do16 = detail::bf16_codes(dout);
       attention_mma_backward<simt::Bf16, Score, Mask>(
-          score, score.args(params), q16.get(), k16.get(), v16.get(), out.data(), normalised ? fwd.lse.data() : nullptr,
+          score, score.args(params), q16.get(), k16.get(), v16.get(), out.data(), saved_lse ? fwd.lse.data() : nullptr,
           do16.get(), g.dq.data(), g.dk.data(), g.dv.data(), dparam, D.defined() ? D.data() : nullptr,
           row_grad.defined() ? row_grad.data() : nullptr, detail::attention_shape(dm, opt, kv));
       return g;
     }
   }
   attention_backward<Score, Mask, T>(score, score.args(params), q.data(), k.data(), v.data(), out.data(),
-                                     normalised ? fwd.lse.data() : nullptr, dout.data(), g.dq.data(), g.dk.data(),
+                                     saved_lse ? fwd.lse.data() : nullptr, dout.data(), g.dq.data(), g.dk.data(),
                                      g.dv.data(), dparam, D.defined() ? D.data() : nullptr,
                                      row_grad.defined() ? row_grad.data() : nullptr,
                                      detail::attention_shape(dm, opt, kv), attention_launch<T>(dm.d));

@@ -8,6 +8,7 @@
 // asks for the attention maps).
 #pragma once
 #include "sinklab/kernels/cpu/attention_common.hpp"
-#include "sinklab/kernels/cpu/attention_fused.hpp"
+#include "sinklab/kernels/cpu/attention_fused_backward.hpp"
+#include "sinklab/kernels/cpu/attention_fused_forward.hpp"
 #include "sinklab/kernels/cpu/attention_reference.hpp"
 #include "sinklab/kernels/cpu/attention_transforms.hpp"

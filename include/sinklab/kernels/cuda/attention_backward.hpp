@@ -1,17 +1,17 @@
 // Fused attention backward for the CUDA backend, written against a SIMT context (kernels/simt.hpp)
-// from the same score:: / mask:: policies as the CPU kernels, whose math it follows
-// (kernels/cpu/attention_reference.hpp):
+// from the same score:: / mask:: policies as the CPU kernels; every pair's weight and gradient
+// come from the score family's row gradient (policy/row_update.hpp), as on the CPU:
 //
-//   dA = dO·Vᵀ;  softmax family  dS = P ∘ (w'(P) ∘ dA − D),  D_i = Σ_j P_ij w'(P_ij) dA_ij
-//                                (= dO_i·O_i without clipping), P = e^{S − lse}
-//                point-wise      dS = c_i h'(S + b_i) ∘ dA
+//   dA = dO·Vᵀ;  u = g.pre(S), a = g.weight(u), dS = g.dscore(u, dA)
+//   (softmax family: u = P = e^{S − lse}, dS = P ∘ (w'(P) ∘ dA − D), D_i = Σ_j P_ij w'(P_ij) dA_ij,
+//   which is dO_i·O_i without clipping; point-wise: dS = c_i h'(S + b_i) ∘ dA)
 //   a logits transform multiplies dS by its derivative; dQ = scale·dS·K, dK = scale·dSᵀ·Q,
 //   dV = Aᵀ·dO; a learnable sink gets Σ_i row_param_grad(lse_i, D_i) per head.
 //
 // Four kernels, each output written by one thread (deterministic, no atomics), the logits
 // recomputed from q, k and the saved lse as FlashAttention-2 does:
-//   attention_backward_rows     a thread per query row: D_i (a sweep over key tiles when the
-//                               score is clipped) and the row's sink-gradient term
+//   attention_backward_rows     a thread per query row: D_i (dO_i·O_i, or a sweep over key tiles
+//                               where the row gradient needs one) and the row's sink-gradient term
 //   attention_backward_kv       a thread per key row of a (batch, kv head): over the query
 //                               heads of its group and query tiles in shared memory, dK_j, dV_j
 //   attention_backward_q        a thread per query row: over key tiles in shared memory, dQ_i
@@ -35,28 +35,17 @@ struct PairGrad {
   T ds;  // ∂L/∂(raw scaled logit)
 };
 
-// One (query i, key j) pair from its raw scaled logit, the row's lse and D, and dA_ij. FastExp:
-// the softmax family's p through simt::exp_fast (float; the tensor-core kernels, which round it).
-template <bool FastExp = false, class Score, class T>
-SINKLAB_HD PairGrad<T> pair_grad(const Score& score, T raw, T lse, T D, T dA, T rc_scale, T rc_bias) {
-  using std::exp;
+// One (query i, key j) pair from its raw scaled logit and dA_ij, by the row's gradient g
+// (policy/row_update.hpp; its Exp: std, or simt::FastExp in the tensor-core kernels).
+template <class Score, class G, class T>
+SINKLAB_HD PairGrad<T> pair_grad(const Score& score, const G& g, T raw, T dA) {
   T s = raw, tg = T(1);
   if constexpr (score::HasLogitsTransform<Score>) {
     tg = static_cast<T>(score.logits_grad(raw));
     s = static_cast<T>(score.logits(raw));
   }
-  if constexpr (Score::family == score::Family::Normalised) {
-    T p;
-    if constexpr (FastExp)
-      p = simt::exp_fast(s - lse);
-    else
-      p = exp(s - lse);
-    const T wg = static_cast<T>(score.weight_grad(p));
-    return {static_cast<T>(score.weight(p)), p * (wg * dA - D) * tg};
-  } else {
-    return {static_cast<T>(score.weight(s, rc_scale, rc_bias)),
-            static_cast<T>(score.weight_grad(s, rc_scale, rc_bias)) * dA * tg};
-  }
+  const T u = g.pre(s);
+  return {static_cast<T>(g.weight(score, u)), static_cast<T>(g.dscore(score, u, dA)) * tg};
 }
 
 }  // namespace detail
@@ -75,7 +64,8 @@ template <class Ctx, class Score, class Mask, class T>
 SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const typename Score::template Args<T>& args,
                                         const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout,
                                         T* D, T* row_grad, const AttentionShape& sh) {
-  static_assert(Score::family == score::Family::Normalised, "attention_backward_rows: the softmax family only");
+  using G = score::row_grad_t<Score, T>;
+  static_assert(G::delta != score::Delta::None, "attention_backward_rows: for a row gradient that needs D");
   const int64_t d = sh.d, Bk = sh.block_k, threads = ctx.threads(), tid = ctx.thread();
   const int64_t query_blocks = (sh.T + threads - 1) / threads, group = sh.H / sh.Hkv;
   const T scale = detail::attention_scale<T>(sh);
@@ -88,7 +78,7 @@ SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const type
     const int64_t i = qb * threads + tid, row = bh * sh.T + i;
     const bool active = i < sh.T;
     T Di = T(0);
-    if constexpr (!Score::clipped) {
+    if constexpr (G::delta == score::Delta::FromOutput) {
       if (active) Di = detail::dot(dout + row * d, out + row * d, d);
     } else {  // Σ_j P w'(P) dA over the visible keys, tile by tile
       const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
@@ -96,7 +86,7 @@ SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const type
       const int64_t kend = detail::block_key_end<Mask>(qb, threads, sh.T, sh.S, kvlen);
       const T* kb = k + (b * sh.Hkv + h / group) * sh.S * d;
       const T* vb = v + (b * sh.Hkv + h / group) * sh.S * d;
-      const T li = active ? lse[row] : T(0);
+      const G g(score, e, kvlen, active ? lse[row] : T(0), T(0));
       if (active) {
         detail::load_row(qi, q + row * d, d);
         detail::load_row(oi, dout + row * d, d);
@@ -108,9 +98,7 @@ SINKLAB_HD void attention_backward_rows(Ctx& ctx, const Score& score, const type
         for (int64_t j = 0; active && j0 + j < e && j < cols; ++j) {
           T s = detail::dot(qi, kt + j * d, d) * scale;
           if constexpr (score::HasLogitsTransform<Score>) s = static_cast<T>(score.logits(s));
-          using std::exp;
-          const T p = exp(s - li);
-          Di += p * static_cast<T>(score.weight_grad(p)) * detail::dot(oi, vt + j * d, d);
+          Di += static_cast<T>(g.delta_term(score, g.pre(s), detail::dot(oi, vt + j * d, d)));
         }
         ctx.sync();
       }
@@ -130,10 +118,11 @@ SINKLAB_HD void attention_backward_kv(Ctx& ctx, const Score& score, const T* q, 
   const int64_t d = sh.d, threads = ctx.threads(), tid = ctx.thread();
   const int64_t key_blocks = (sh.S + threads - 1) / threads, group = sh.H / sh.Hkv;
   const T scale = detail::attention_scale<T>(sh);
+  using G = score::row_grad_t<Score, T>;
   T* qt = ctx.template shared<T>();  // [threads, d] queries of the tile
   T* ot = qt + threads * d;          // [threads, d] their dO
-  T* lt = ot + threads * d;          // [threads] lse
-  T* dt = lt + threads;              // [threads] D
+  T* lt = ot + threads * d;          // [threads] their row gradients: lse, or the first row constant
+  T* dt = lt + threads;              // [threads] D, or the second
   const detail::LaneRow<T> kj = detail::lane_row(dt + threads, tid, threads);  // this thread's key row
   const detail::LaneRow<T> vj = detail::lane_row(dt + threads + threads * d, tid, threads);
   const detail::LaneRow<T> dk_acc = detail::lane_row(dt + threads + 2 * threads * d, tid, threads);
@@ -162,11 +151,11 @@ SINKLAB_HD void attention_backward_kv(Ctx& ctx, const Score& score, const T* q, 
           qt[x] = q[(bh * sh.T + i0) * d + x];
           ot[x] = dout[(bh * sh.T + i0) * d + x];
         }
-        for (int64_t r = tid; r < rows; r += threads) {
-          if constexpr (Score::family == score::Family::Normalised) {
-            lt[r] = lse[bh * sh.T + i0 + r];
-            dt[r] = D[bh * sh.T + i0 + r];
-          }
+        for (int64_t r = tid; r < rows; r += threads) {  // the rows' gradients, as two numbers each
+          const G g(score, Mask::key_end(i0 + r, sh.T, sh.S, kvlen), kvlen, lse ? lse[bh * sh.T + i0 + r] : T(0),
+                    D ? D[bh * sh.T + i0 + r] : T(0));
+          lt[r] = g.a;
+          dt[r] = g.b;
         }
         ctx.sync();
         // Four query rows at a time (detail::dot4 / axpy4); a row that does not see key j adds 0.
@@ -186,12 +175,7 @@ SINKLAB_HD void attention_backward_kv(Ctx& ctx, const Score& score, const T* q, 
           for (int64_t m = 0; m < m_end; ++m) {
             const int64_t r = r0 + m, e = Mask::key_end(i0 + r, sh.T, sh.S, kvlen);
             if (j >= e) continue;
-            score::RowConstants rc{};
-            if constexpr (Score::family != score::Family::Normalised) rc = score.row(e, kvlen);
-            const T li = Score::family == score::Family::Normalised ? lt[r] : T(0);
-            const T Di = Score::family == score::Family::Normalised ? dt[r] : T(0);
-            const detail::PairGrad<T> g = detail::pair_grad(score, raw[m] * scale, li, Di, dA[m],
-                                                            static_cast<T>(rc.scale), static_cast<T>(rc.bias));
+            const detail::PairGrad<T> g = detail::pair_grad(score, G::from(lt[r], dt[r]), raw[m] * scale, dA[m]);
             ds[m] = scale * g.ds;
             a[m] = g.a;
             any = true;
@@ -231,6 +215,7 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
   const detail::LaneRow<T> qi = detail::lane_row(vt + Bk * d, tid, threads);
   const detail::LaneRow<T> oi = detail::lane_row(vt + Bk * d + threads * d, tid, threads);  // dO row
   const detail::LaneRow<T> acc = detail::lane_row(vt + Bk * d + 2 * threads * d, tid, threads);
+  using G = score::row_grad_t<Score, T>;
   for (int64_t blk = ctx.block(); blk < sh.B * sh.H * query_blocks; blk += ctx.blocks()) {
     const int64_t bh = blk / query_blocks, qb = blk % query_blocks, b = bh / sh.H, h = bh % sh.H;
     const int64_t i = qb * threads + tid, row = bh * sh.T + (i < sh.T ? i : 0);
@@ -238,10 +223,7 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
     const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
     const int64_t e = active ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
     const int64_t kend = detail::block_key_end<Mask>(qb, threads, sh.T, sh.S, kvlen);
-    score::RowConstants rc{};
-    if constexpr (Score::family != score::Family::Normalised) rc = score.row(e, kvlen);
-    const T li = Score::family == score::Family::Normalised && active ? lse[row] : T(0);
-    const T Di = Score::family == score::Family::Normalised && active ? D[row] : T(0);
+    const G g(score, e, kvlen, lse && active ? lse[row] : T(0), D && active ? D[row] : T(0));
     const T* kb = k + (b * sh.Hkv + h / group) * sh.S * d;
     const T* vb = v + (b * sh.Hkv + h / group) * sh.S * d;
     for (int64_t c = 0; c < d; ++c) acc[c] = T(0);
@@ -257,17 +239,14 @@ SINKLAB_HD void attention_backward_q(Ctx& ctx, const Score& score, const T* q, c
         T raw[4], dA[4], ds[4];
         detail::dot4(qi, kt + j * d, d, raw);
         detail::dot4(oi, vt + j * d, d, dA);
-        for (int m = 0; m < 4; ++m)
-          ds[m] = scale * detail::pair_grad(score, raw[m] * scale, li, Di, dA[m], static_cast<T>(rc.scale),
-                                            static_cast<T>(rc.bias)).ds;
+        for (int m = 0; m < 4; ++m) ds[m] = scale * detail::pair_grad(score, g, raw[m] * scale, dA[m]).ds;
         detail::axpy4(acc, ds, kt + j * d, d);
       }
       for (; j < n; ++j) {
         const T raw = detail::dot(qi, kt + j * d, d) * scale;
         const T dA = detail::dot(oi, vt + j * d, d);
-        const detail::PairGrad<T> g =
-            detail::pair_grad(score, raw, li, Di, dA, static_cast<T>(rc.scale), static_cast<T>(rc.bias));
-        for (int64_t c = 0; c < d; ++c) acc[c] += scale * g.ds * kt[j * d + c];
+        const detail::PairGrad<T> pg = detail::pair_grad(score, g, raw, dA);
+        for (int64_t c = 0; c < d; ++c) acc[c] += scale * pg.ds * kt[j * d + c];
       }
       ctx.sync();
     }

@@ -3,12 +3,9 @@
 // the policy element math (OnlineRow, weight, row constants, a logits transform) is the code the
 // CPU runs. FlashAttention-2's loop: a block holds `threads` query rows of one (batch, head), one
 // row per thread; key/value tiles of block_k rows are loaded into shared memory by the whole block
-// and every thread updates its row from them:
-//
-//   softmax family  one pass, online normaliser (score::OnlineRow; a sink starts the row), the
-//                   partial output rescaled when the max grows; out = acc / l, saves lse
-//   clipped softmax two passes: the first finds lse, the second aggregates clip(weight(p)) · v
-//   point-wise      one pass, a = c_i · h(s + b_i) with the score's row constants; lse untouched
+// and every thread updates its row from them with the score family's row update
+// (policy/row_update.hpp: softmax's online normaliser, clipped softmax's two passes, the
+// point-wise row constants), so the loop never asks which family runs.
 //
 // Shapes as the CPU kernels': q, out [B, H, T, d], k, v [B, H_kv, S, d] contiguous, lse [B, H, T];
 // kv_lengths [B] (may be null) valid keys per batch entry. Shared memory per block:
@@ -29,6 +26,7 @@
 #include "sinklab/kernels/simt.hpp"
 #include "sinklab/policy/mask.hpp"
 #include "sinklab/policy/online_row.hpp"
+#include "sinklab/policy/row_update.hpp"
 #include "sinklab/policy/score.hpp"
 
 namespace sinklab::kernels::cuda {
@@ -119,6 +117,29 @@ SINKLAB_HD void tile_accumulate(const LaneRow<T>& acc, const LaneRow<T>& w, cons
   }
 }
 
+// A thread's n visible scores of the tile, as a row update sees them (policy/row_update.hpp);
+// the kernels aggregate only these n.
+template <class T>
+struct TileRow {
+  LaneRow<T> s;
+  int64_t n;
+  SINKLAB_HD T max() const {
+    T mx = T(-std::numeric_limits<double>::infinity());
+    for (int64_t j = 0; j < n; ++j) mx = mx < s[j] ? s[j] : mx;
+    return mx;
+  }
+  template <class F>
+  SINKLAB_HD T map_sum(F&& f) {
+    T sum = T(0);
+    for (int64_t j = 0; j < n; ++j) sum += (s[j] = static_cast<T>(f(s[j])));
+    return sum;
+  }
+  template <class F>
+  SINKLAB_HD void map(F&& f) {
+    for (int64_t j = 0; j < n; ++j) s[j] = static_cast<T>(f(s[j]));
+  }
+};
+
 // The factor on q·k: AttentionShape::scale, or 1/√d.
 template <class T>
 SINKLAB_HD T attention_scale(const AttentionShape& sh) {
@@ -155,10 +176,6 @@ SINKLAB_HD inline int64_t attention_forward_blocks(const AttentionShape& sh, int
 template <class Ctx, class Score, class Mask, class T>
 SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename Score::template Args<T>& args,
                                   const T* q, const T* k, const T* v, T* out, T* lse, const AttentionShape& sh) {
-  using std::exp;
-  using std::max;
-  constexpr bool normalised = Score::family == score::Family::Normalised;
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
   const int64_t d = sh.d, Bk = sh.block_k, threads = ctx.threads(), tid = ctx.thread();
   const int64_t query_blocks = (sh.T + threads - 1) / threads, group = sh.H / sh.Hkv;
   const T scale = detail::attention_scale<T>(sh);
@@ -197,52 +214,25 @@ SINKLAB_HD void attention_forward(Ctx& ctx, const Score& score, const typename S
       }
     };
 
-    if constexpr (normalised) {
-      score::OnlineRow<T> row = score.template start<T>(args, h);
-      if constexpr (!Score::clipped) {
-        sweep([&](int64_t n) {
-          if (n == 0) return;
-          T mx = ninf;
-          for (int64_t j = 0; j < n; ++j) mx = max(mx, s[j]);
-          const T alpha = row.rescale(mx);
-          for (int64_t c = 0; c < d; ++c) acc[c] *= alpha;
-          T sum = T(0);
-          for (int64_t j = 0; j < n; ++j) sum += (s[j] = exp(s[j] - row.shift()));
-          detail::tile_accumulate(acc, s, vt, n, d);
-          row.add(sum);
-        });
-        const T l = row.sum();
-        if (active)
-          for (int64_t c = 0; c < d; ++c) out[(bh * sh.T + i) * d + c] = l > T(0) ? acc[c] / l : T(0);
-      } else {
-        sweep([&](int64_t n) {
-          if (n == 0) return;
-          T mx = ninf;
-          for (int64_t j = 0; j < n; ++j) mx = max(mx, s[j]);
-          row.rescale(mx);
-          T sum = T(0);
-          for (int64_t j = 0; j < n; ++j) sum += exp(s[j] - row.shift());
-          row.add(sum);
-        });
-        const T lr = row.lse();
-        sweep([&](int64_t n) {
-          if (lr == ninf) return;
-          for (int64_t j = 0; j < n; ++j) s[j] = static_cast<T>(score.weight(exp(s[j] - lr)));
-          detail::tile_accumulate(acc, s, vt, n, d);
-        });
-        if (active)
-          for (int64_t c = 0; c < d; ++c) out[(bh * sh.T + i) * d + c] = acc[c];
-      }
-      if (active) lse[bh * sh.T + i] = row.lse();
-    } else {
-      const score::RowConstants rc = score.row(e, kvlen);
-      const T rs = static_cast<T>(rc.scale), rb = static_cast<T>(rc.bias);
+    using U = score::row_update_t<Score, T>;
+    U u(score, args, h, e, kvlen);
+    for (int pass = 0; pass < U::passes; ++pass) {
+      const bool accumulate = U::accumulates(pass);
       sweep([&](int64_t n) {
-        for (int64_t j = 0; j < n; ++j) s[j] = static_cast<T>(score.weight(s[j], rs, rb));
+        if (n == 0) return;
+        detail::TileRow<T> tile{s, n};
+        const T alpha = u.block(score, pass, tile);
+        if (!accumulate) return;
+        if (alpha != T(1))
+          for (int64_t c = 0; c < d; ++c) acc[c] *= alpha;
         detail::tile_accumulate(acc, s, vt, n, d);
       });
-      if (active)
-        for (int64_t c = 0; c < d; ++c) out[(bh * sh.T + i) * d + c] = acc[c];
+      u.end_pass(pass);
+    }
+    if (active) {
+      const T f = u.out_scale();
+      for (int64_t c = 0; c < d; ++c) out[(bh * sh.T + i) * d + c] = acc[c] * f;
+      if constexpr (U::saves_lse) lse[bh * sh.T + i] = u.lse();
     }
   }
 }

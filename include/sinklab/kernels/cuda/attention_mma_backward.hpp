@@ -1,6 +1,7 @@
 // Fused attention backward on the tensor cores (FlashAttention-2's), written against a SIMT
 // context (kernels/simt.hpp, simt_mma.hpp) from the same score:: / mask:: policies, whose pair
-// math it shares with the CUDA-core kernels (detail::pair_grad, attention_backward.hpp):
+// math (the score family's row gradient, policy/row_update.hpp, with simt::FastExp) it shares
+// with the CUDA-core kernels (detail::pair_grad, attention_backward.hpp):
 //
 //   dA = dO·Vᵀ;  softmax family  dS = P ∘ (w'(P) ∘ dA − D),  P = e^{S − lse}
 //                point-wise      dS = c_i h'(S + b_i) ∘ dA
@@ -11,8 +12,8 @@
 //   attention_mma_backward_q      64 query rows per block, 16 per warp; key tiles stream through
 //                                 shared memory (cp.async, double-buffered): S = Q·Kᵀ and
 //                                 dA = dO·Vᵀ recomputed, dQ += dS·K. With Statistics it computes
-//                                 D_i = Σ_j P w'(P) dA instead (clipped softmax, whose D is not
-//                                 dO·O) and the row term of a sink
+//                                 D_i = Σ_j g.delta_term instead (where the row gradient needs a
+//                                 sweep: clipped softmax, whose D is not dO·O) and a sink's row term
 //   attention_mma_backward_kv     64 keys of a (batch, kv head) per block, 16 per warp; query
 //                                 tiles of every head of the group stream through shared memory
 //                                 with their lse and D: Sᵀ = K·Qᵀ, dAᵀ = V·dOᵀ, dV += Wᵀ·dO,
@@ -37,8 +38,8 @@ SINKLAB_HD constexpr std::size_t attention_mma_backward_q_shared_bytes() {
 }
 template <int D>
 SINKLAB_HD constexpr std::size_t attention_mma_backward_kv_shared_bytes() {
-  // K, V, Q ×2, dO ×2; per buffered query tile two floats a row (lse and D, or the point-wise
-  // row constants) and the row's key end
+  // K, V, Q ×2, dO ×2; per buffered query tile two floats a row (its row gradient: lse and D,
+  // or the point-wise row constants) and the row's key end
   return static_cast<std::size_t>(6 * mma::Tile<D>::kElems) * sizeof(uint16_t) +
          2 * mma::kRows * (2 * sizeof(float) + sizeof(int64_t));
 }
@@ -74,8 +75,9 @@ SINKLAB_HD void attention_mma_backward_q(Ctx& ctx, const Score& score, const typ
   using mma::kRows;
   using Tile = mma::Tile<D>;
   constexpr int N = kRows / 8;
-  constexpr bool normalised = Score::family == score::Family::Normalised;
-  static_assert(!Statistics || normalised, "attention_mma_backward_q: statistics are the softmax family's");
+  using G = score::row_grad_t<Score, float, simt::FastExp>;
+  static_assert(!Statistics || G::delta == score::Delta::FromKeys,
+                "attention_mma_backward_q: statistics are for a row gradient whose D needs a sweep");
   const int tid = static_cast<int>(ctx.thread()), warp = tid / simt::kWarp, lane = ctx.lane();
   const int g = lane / 4, t = lane % 4;
   const int64_t query_blocks = (sh.T + kRows - 1) / kRows, group = sh.H / sh.Hkv;
@@ -91,17 +93,12 @@ SINKLAB_HD void attention_mma_backward_q(Ctx& ctx, const Score& score, const typ
     const int64_t kvlen = sh.kv_lengths ? sh.kv_lengths[b] : sh.S;
     const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
     int64_t e[2];
-    float ra[2], rb[2];  // lse and D, or the point-wise row constants
+    G rg[2];  // the two rows' gradients
     for (int hh = 0; hh < 2; ++hh) {
       const bool in = rows[hh] < sh.T;
       e[hh] = in ? Mask::key_end(rows[hh], sh.T, sh.S, kvlen) : 0;
-      if constexpr (normalised) {
-        ra[hh] = in ? lse[bh * sh.T + rows[hh]] : 0.f;
-        rb[hh] = in && !Statistics ? Drow[bh * sh.T + rows[hh]] : 0.f;
-      } else {
-        const score::RowConstants rc = score.row(e[hh], kvlen);
-        ra[hh] = static_cast<float>(rc.scale), rb[hh] = static_cast<float>(rc.bias);
-      }
+      rg[hh] = G(score, e[hh], kvlen, in && lse ? lse[bh * sh.T + rows[hh]] : 0.f,
+                 in && !Statistics && Drow ? Drow[bh * sh.T + rows[hh]] : 0.f);
     }
     const int64_t kend = detail::block_key_end<Mask>(qb, kRows, sh.T, sh.S, kvlen);
     const int64_t tiles = (kend + kRows - 1) / kRows;
@@ -137,11 +134,10 @@ SINKLAB_HD void attention_mma_backward_q(Ctx& ctx, const Score& score, const typ
             if constexpr (Statistics) {
               float sv = raw;
               if constexpr (score::HasLogitsTransform<Score>) sv = static_cast<float>(score.logits(raw));
-              const float p = simt::exp_fast(sv - ra[hh]);
-              const float term = p * static_cast<float>(score.weight_grad(p)) * da[n][x];
+              const float term = static_cast<float>(rg[hh].delta_term(score, rg[hh].pre(sv), da[n][x]));
               dsum[hh] += seen ? term : 0.f;
             } else {
-              const float ds = scale * detail::pair_grad<true>(score, raw, ra[hh], rb[hh], da[n][x], ra[hh], rb[hh]).ds;
+              const float ds = scale * detail::pair_grad(score, rg[hh], raw, da[n][x]).ds;
               s[n][x] = seen ? ds : 0.f;
             }
           }
@@ -163,7 +159,7 @@ SINKLAB_HD void attention_mma_backward_q(Ctx& ctx, const Score& score, const typ
         if (t == 0 && rows[hh] < sh.T) {
           Drow[bh * sh.T + rows[hh]] = Di;
           if constexpr (score::HasRowParamGrad<Score, float>)
-            if (row_grad) row_grad[bh * sh.T + rows[hh]] = score.row_param_grad(args, h, ra[hh], Di);
+            if (row_grad) row_grad[bh * sh.T + rows[hh]] = score.row_param_grad(args, h, lse[bh * sh.T + rows[hh]], Di);
         }
       } else if (rows[hh] < sh.T) {
         float* dst = dq + (bh * sh.T + rows[hh]) * D + 2 * t;
@@ -184,7 +180,7 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
   using mma::kRows;
   using Tile = mma::Tile<D>;
   constexpr int NQ = D == 128 ? 32 : 64;  // queries per step: fewer at D = 128 keeps dK, dV in registers
-  constexpr bool normalised = Score::family == score::Family::Normalised;
+  using G = score::row_grad_t<Score, float, simt::FastExp>;
   const int tid = static_cast<int>(ctx.thread()), warp = tid / simt::kWarp, lane = ctx.lane();
   const int g = lane / 4, t = lane % 4;
   const int64_t key_blocks = (sh.S + kRows - 1) / kRows, group = sh.H / sh.Hkv;
@@ -216,14 +212,10 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
         const int64_t i = i0 + r;
         const int64_t e = i < sh.T ? Mask::key_end(i, sh.T, sh.S, kvlen) : 0;
         row_e[buf * kRows + r] = e;
-        if constexpr (normalised) {
-          row_a[buf * kRows + r] = i < sh.T ? lse[bh * sh.T + i] : 0.f;
-          row_b[buf * kRows + r] = i < sh.T ? Drow[bh * sh.T + i] : 0.f;
-        } else {
-          const score::RowConstants rc = score.row(e, kvlen);
-          row_a[buf * kRows + r] = static_cast<float>(rc.scale);
-          row_b[buf * kRows + r] = static_cast<float>(rc.bias);
-        }
+        const G rg(score, e, kvlen, i < sh.T && lse ? lse[bh * sh.T + i] : 0.f,
+                   i < sh.T && Drow ? Drow[bh * sh.T + i] : 0.f);
+        row_a[buf * kRows + r] = rg.a;
+        row_b[buf * kRows + r] = rg.b;
       }
     };
 
@@ -266,7 +258,7 @@ SINKLAB_HD void attention_mma_backward_kv(Ctx& ctx, const Score& score, const ui
             const int r = c0 + 8 * n + 2 * t + xx % 2;
             const bool seen = j < re[r];
             const detail::PairGrad<float> pg =
-                detail::pair_grad<true>(score, st[n][xx] * scale, ra[r], rb[r], dat[n][xx], ra[r], rb[r]);
+                detail::pair_grad(score, G::from(ra[r], rb[r]), st[n][xx] * scale, dat[n][xx]);
             st[n][xx] = seen ? pg.a : 0.f;
             dat[n][xx] = seen ? scale * pg.ds : 0.f;
           }

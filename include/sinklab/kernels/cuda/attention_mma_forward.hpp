@@ -14,7 +14,9 @@
 //   clipped softmax two passes: the first finds lse, the second aggregates clip(weight(p)) · v
 //   point-wise      one pass, w = c_i · h(s + b_i) with the score's row constants; lse untouched
 //
-// The row update is the only place the families differ (RowUpdate below); the loop never asks.
+// The row update is the only place the families differ (the score family's, policy/row_update.hpp,
+// with simt::FastExp, seeing each of a thread's two rows through mma::FragmentRow); the loop never
+// asks.
 // Shapes: q [B, H, T, D], k, v [B, H_kv, S, D] as dense codes of E; out [B, H, T, D] and lse
 // [B, H, T] float; kv_lengths as AttentionShape says. D is 32, 64 or 128. The weights are
 // rounded to E before W·V, as FlashAttention-2 rounds P; the scores and the normaliser stay float.
@@ -41,92 +43,45 @@ SINKLAB_HD inline int64_t attention_mma_forward_blocks(const AttentionShape& sh)
 
 namespace mma {
 
-// One thread's part of the row update: its two rows (g and g + 8 of its warp's 16), what each
-// saw, and how a tile's scores become weights. `s` holds the tile's scaled (transformed) logits
-// and `seen[x]` whether element x of each n-tile is a visible key; after the update s holds the
-// weights that multiply V (0 where not visible) and `alpha[h]` the factor row h's partial output
-// is rescaled by first.
-template <class Score, bool SecondPass = false>
-struct RowUpdate;
+// Row h (0 or 1: g or g + 8 of its warp's 16) of a thread's score fragment as a row update sees
+// it (policy/row_update.hpp): elements 2h and 2h + 1 of every n-tile, the rest of the row on the
+// other three lanes of the quad (reductions go through the quad), `seen[n][x]` whether element x
+// is a visible key. Selects, not branches: every element takes the same few instructions (a
+// branch per element around a full-precision exp made this loop most of the kernel's
+// instructions).
+template <class Ctx, int N>
+struct FragmentRow {
+  Ctx& ctx;
+  float (&s)[N][4];
+  const bool (&seen)[N][4];
+  int h;
 
-// The softmax family: the online normaliser; the weights are e^{s − m}. Clipped softmax's first
-// pass runs it for the normaliser alone (its weights are not used).
-template <class Score>
-  requires(Score::family == score::Family::Normalised)
-struct RowUpdate<Score, false> {
-  score::OnlineRow<float> row[2];
-  template <class A>
-  SINKLAB_HD RowUpdate(const Score& sc, const A& args, int64_t head, int64_t, int64_t, int64_t)
-      : row{sc.template start<float>(args, head), sc.template start<float>(args, head)} {}
-
-  template <class Ctx, int N>
-  SINKLAB_HD void tile(Ctx& ctx, const Score&, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
-    // Selects, not branches: every element takes the same few instructions (a branch per
-    // element around a full-precision exp made this loop most of the kernel's instructions).
+  SINKLAB_HD float max() {
     constexpr float kNone = -std::numeric_limits<float>::infinity();
-    for (int h = 0; h < 2; ++h) {
-      float mx = kNone;
-      for (int n = 0; n < N; ++n)
-        for (int x = 2 * h; x < 2 * h + 2; ++x) {
-          const float v = seen[n][x] ? s[n][x] : kNone;
-          mx = mx < v ? v : mx;
-        }
-      alpha[h] = row[h].rescale(quad_max(ctx, mx));
-      const float shift = row[h].shift();
-      float sum = 0.f;
-      for (int n = 0; n < N; ++n)
-        for (int x = 2 * h; x < 2 * h + 2; ++x) {
-          const float p = simt::exp_fast(s[n][x] - shift);
-          s[n][x] = seen[n][x] ? p : 0.f;
-          sum += s[n][x];
-        }
-      row[h].add(quad_sum(ctx, sum));
-    }
-  }
-  SINKLAB_HD float out_scale(int h) const { return row[h].sum() > 0.f ? 1.f / row[h].sum() : 0.f; }
-  SINKLAB_HD float lse(int h) const { return row[h].lse(); }
-};
-
-// Clipped softmax, second pass: w = weight(e^{s − lse}) with the first pass's lse.
-template <class Score>
-  requires(Score::clipped)
-struct RowUpdate<Score, true> {
-  float lse_row[2];
-  SINKLAB_HD RowUpdate(float lse0, float lse1) : lse_row{lse0, lse1} {}
-  template <class Ctx, int N>
-  SINKLAB_HD void tile(Ctx&, const Score& sc, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
+    float mx = kNone;
     for (int n = 0; n < N; ++n)
-      for (int x = 0; x < 4; ++x) {
-        const float l = lse_row[x / 2];
-        const float w = static_cast<float>(sc.weight(simt::exp_fast(s[n][x] - l)));
-        s[n][x] = seen[n][x] && l != -std::numeric_limits<float>::infinity() ? w : 0.f;
+      for (int x = 2 * h; x < 2 * h + 2; ++x) {
+        const float v = seen[n][x] ? s[n][x] : kNone;
+        mx = mx < v ? v : mx;
       }
-    alpha[0] = alpha[1] = 1.f;
+    return quad_max(ctx, mx);
   }
-  SINKLAB_HD float out_scale(int) const { return 1.f; }
-};
-
-// Point-wise scores: w = c_i · h(s + b_i), the row constants from the row's visible keys.
-template <class Score>
-  requires(Score::family == score::Family::Pointwise)
-struct RowUpdate<Score, false> {
-  float c[2], b[2];
-  template <class A>
-  SINKLAB_HD RowUpdate(const Score& sc, const A&, int64_t, int64_t e0, int64_t e1, int64_t kvlen) {
-    const score::RowConstants r0 = sc.row(e0, kvlen), r1 = sc.row(e1, kvlen);
-    c[0] = static_cast<float>(r0.scale), b[0] = static_cast<float>(r0.bias);
-    c[1] = static_cast<float>(r1.scale), b[1] = static_cast<float>(r1.bias);
-  }
-  template <class Ctx, int N>
-  SINKLAB_HD void tile(Ctx&, const Score& sc, float (&s)[N][4], const bool (&seen)[N][4], float (&alpha)[2]) {
+  template <class F>
+  SINKLAB_HD void map(F&& f) {
     for (int n = 0; n < N; ++n)
-      for (int x = 0; x < 4; ++x) {
-        const float w = static_cast<float>(sc.weight(s[n][x], c[x / 2], b[x / 2]));
+      for (int x = 2 * h; x < 2 * h + 2; ++x) {
+        const float w = static_cast<float>(f(s[n][x]));
         s[n][x] = seen[n][x] ? w : 0.f;
       }
-    alpha[0] = alpha[1] = 1.f;
   }
-  SINKLAB_HD float out_scale(int) const { return 1.f; }
+  template <class F>
+  SINKLAB_HD float map_sum(F&& f) {
+    map(f);
+    float sum = 0.f;
+    for (int n = 0; n < N; ++n)
+      for (int x = 2 * h; x < 2 * h + 2; ++x) sum += s[n][x];
+    return quad_sum(ctx, sum);
+  }
 };
 
 }  // namespace mma
@@ -137,7 +92,6 @@ SINKLAB_HD void attention_mma_forward(Ctx& ctx, const Score& score, const typena
                                       const AttentionShape& sh) {
   using mma::kRows;
   constexpr int N = kRows / 8;  // n-tiles of a score tile
-  constexpr bool normalised = Score::family == score::Family::Normalised;
   const int tid = static_cast<int>(ctx.thread()), warp = tid / simt::kWarp, lane = ctx.lane();
   const int g = lane / 4, t = lane % 4;
   const int64_t query_blocks = (sh.T + kRows - 1) / kRows, group = sh.H / sh.Hkv;
@@ -160,9 +114,13 @@ SINKLAB_HD void attention_mma_forward(Ctx& ctx, const Score& score, const typena
     float o[D / 8][4];
     mma::zero(o);
 
+    using U = score::row_update_t<Score, float, simt::FastExp>;
+    U update[2] = {U(score, args, h, e[0], kvlen), U(score, args, h, e[1], kvlen)};
+
     // One sweep over the key tiles: the row update turns each tile's scores into weights, which
-    // multiply V unless the update only gathers statistics (clipped softmax's first pass).
-    auto sweep = [&](auto& update, bool accumulate) {
+    // multiply V in the passes that aggregate (not clipped softmax's first, which finds lse).
+    auto sweep = [&](int pass) {
+      const bool accumulate = U::accumulates(pass);
       mma::load_tile<D>(ctx, qs, q + (bh * sh.T + q0) * D, sh.T - q0);
       for (int64_t j = 0; j < tiles; ++j) {
         const int buf = static_cast<int>(j % 2);
@@ -187,7 +145,10 @@ SINKLAB_HD void attention_mma_forward(Ctx& ctx, const Score& score, const typena
               s[n][x] = sv;
             }
           float alpha[2];
-          update.tile(ctx, score, s, seen, alpha);
+          for (int hh = 0; hh < 2; ++hh) {
+            mma::FragmentRow<Ctx, N> row{ctx, s, seen, hh};
+            alpha[hh] = update[hh].block(score, pass, row);
+          }
           if (accumulate) {
             for (int n = 0; n < D / 8; ++n)
               for (int x = 0; x < 4; ++x) o[n][x] *= alpha[x / 2];
@@ -203,35 +164,20 @@ SINKLAB_HD void attention_mma_forward(Ctx& ctx, const Score& score, const typena
         simt::cp_async_wait<0>(ctx);
         ctx.sync();
       }
+      for (int hh = 0; hh < 2; ++hh) update[hh].end_pass(pass);
     };
+    for (int pass = 0; pass < U::passes; ++pass) sweep(pass);
 
-    auto store = [&](auto& update) {
-      for (int hh = 0; hh < 2; ++hh) {
-        if (rows[hh] >= sh.T) continue;
-        const float f = update.out_scale(hh);
-        float* dst = out + (bh * sh.T + rows[hh]) * D + 2 * t;
-        for (int n = 0; n < D / 8; ++n) {
-          dst[8 * n] = o[n][2 * hh] * f;
-          dst[8 * n + 1] = o[n][2 * hh + 1] * f;
-        }
+    for (int hh = 0; hh < 2; ++hh) {
+      if (rows[hh] >= sh.T) continue;
+      const float f = update[hh].out_scale();
+      float* dst = out + (bh * sh.T + rows[hh]) * D + 2 * t;
+      for (int n = 0; n < D / 8; ++n) {
+        dst[8 * n] = o[n][2 * hh] * f;
+        dst[8 * n + 1] = o[n][2 * hh + 1] * f;
       }
-    };
-
-    if constexpr (normalised && Score::clipped) {
-      mma::RowUpdate<Score, false> stats(score, args, h, e[0], e[1], kvlen);
-      sweep(stats, false);
-      mma::RowUpdate<Score, true> weights(stats.lse(0), stats.lse(1));
-      sweep(weights, true);
-      store(weights);
-      for (int hh = 0; hh < 2; ++hh)
-        if (t == 0 && rows[hh] < sh.T) lse[bh * sh.T + rows[hh]] = stats.lse(hh);
-    } else {
-      mma::RowUpdate<Score, false> update(score, args, h, e[0], e[1], kvlen);
-      sweep(update, true);
-      store(update);
-      if constexpr (normalised)
-        for (int hh = 0; hh < 2; ++hh)
-          if (t == 0 && rows[hh] < sh.T) lse[bh * sh.T + rows[hh]] = update.lse(hh);
+      if constexpr (U::saves_lse)
+        if (t == 0) lse[bh * sh.T + rows[hh]] = update[hh].lse();
     }
   }
 }
