@@ -102,7 +102,7 @@ TEST_CASE("fused attention: an output view of the wrong shape or layout is refus
 namespace {
 
 // y and every gradient of the layer with q, k, v read from the projection (no extras) and on the
-// composed path (a mix hook that changes nothing forces split_heads, RoPE and merge_heads).
+// composed path (attn::Path::Composed: split_heads, RoPE and merge_heads).
 template <class A>
 void check_layer_paths(const attn::Config& cfg, uint64_t seed, bool padded = false) {
   Rng rng(seed);
@@ -117,8 +117,8 @@ void check_layer_paths(const attn::Config& cfg, uint64_t seed, bool padded = fal
     attn::Extras<float> ex;
     const Tensor<int64_t> lengths = Tensor<int64_t>::from({2}, {37, 20});
     if (padded) ex.kv_lengths = &lengths;
-    if (composed) ex.mix = [](Tape<float>&, Var<float>, attn::Projections<float>&) {};
-    auto y = layer.forward(t, x, ex);
+    auto y = composed ? layer.attend(t, x, layer.project(t, x, ex, attn::Path::Composed), ex, attn::Path::Composed)
+                      : layer.forward(t, x, ex);
     t.backward(sum(square(y)));
     std::vector<Tensor<float>> out{y.value().clone(), x.grad().clone()};
     layer.parameters([&](Parameter<float>& p) { out.push_back(p.grad.clone()); });

@@ -112,7 +112,7 @@ TEST_CASE("mix_pair refuses mismatched shapes with a clear message") {
                        Error);
 }
 
-TEST_CASE("ExoFormer's hook computes λ₁γ₁ ⊙ RMSNorm(S_anc) + λ₂γ₂ ⊙ S per component") {
+TEST_CASE("ExoFormer's mixing computes λ₁γ₁ ⊙ RMSNorm(S_anc) + λ₂γ₂ ⊙ S per component") {
   const mix::Dims d{
       .d_model = 6, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 4, .gate_heads = 2, .gate_channels = 4};
   Rng rng(5);
@@ -132,7 +132,7 @@ TEST_CASE("ExoFormer's hook computes λ₁γ₁ ⊙ RMSNorm(S_anc) + λ₂γ₂ 
   Tape<double> t;
   exo.begin(t, t.constant(emb));
   attn::Projections<double> p{t.constant(q), t.constant(k), t.constant(v), t.constant(g)};
-  exo.hook(1)(t, t.constant(x), p);
+  exo.mix(t, 1, t.constant(x), p);
 
   // Reference from composed ops.
   Tape<double> r;

@@ -72,7 +72,7 @@ void randomise_mixer(M& m, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("ResFormer hook: V_n = λ₁·V₁ + λ₂·V_n with V₁ = layer 0's raw V, for every later layer") {
+TEST_CASE("ResFormer mixing: V_n = λ₁·V₁ + λ₂·V_n with V₁ = layer 0's raw V, for every later layer") {
   const mix::Dims d{.d_model = 6, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 3};
   const int64_t B = 2, L = 4;
   Rng rng(1);
@@ -84,9 +84,8 @@ TEST_CASE("ResFormer hook: V_n = λ₁·V₁ + λ₂·V_n with V₁ = layer 0's 
     mixer.begin(t, t.constant(Tensor<double>::zeros({B, L, 6})));
     for (int64_t n = 0; n < 3; ++n) {
       attn::Projections<double> p{t.constant(q), t.constant(k), t.constant(V[n]), Var<double>{}};
-      auto hook = mixer.hook(n);
-      REQUIRE(hook);
-      hook(t, t.constant(Tensor<double>::zeros({B, L, 6})), p);
+      REQUIRE(mixer.mixes(n));
+      mixer.mix(t, n, t.constant(Tensor<double>::zeros({B, L, 6})), p);
       out_v.push_back(p.v.value());
       out_q.push_back(p.q.value());
     }
@@ -127,7 +126,7 @@ TEST_CASE("ResFormer hook: V_n = λ₁·V₁ + λ₂·V_n with V₁ = layer 0's 
   }
 }
 
-TEST_CASE("NuResFormer hook: anchors are layer 0's q, k, v, g RMS-normed per head; mixed into layers ≥ 1 only") {
+TEST_CASE("NuResFormer mixing: anchors are layer 0's q, k, v, g RMS-normed per head; mixed into layers ≥ 1 only") {
   // GQA and a per-channel gate, so every component has its own shape.
   const mix::Dims d{
       .d_model = 6, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 4, .gate_heads = 2, .gate_channels = 4};
@@ -147,7 +146,7 @@ TEST_CASE("NuResFormer hook: anchors are layer 0's q, k, v, g RMS-normed per hea
     for (int64_t n = 0; n < 3; ++n) {
       attn::Projections<double> p{t.constant(S[n][0]), t.constant(S[n][1]), t.constant(S[n][2]),
                                   t.constant(S[n][3])};
-      mixer.hook(n)(t, t.constant(X[n]), p);
+      mixer.mix(t, n, t.constant(X[n]), p);
       out[n] = {p.q.value(), p.k.value(), p.v.value(), p.gate.value()};
     }
     return out;
@@ -329,7 +328,7 @@ TEST_CASE("ExoFormer with gate::FromAnchor: the gate logits are λ₁γ₁ ⊙ R
     attn::Projections<double> p{t.constant(rng.normal<double>({B, 2, L, 3})),
                                 t.constant(rng.normal<double>({B, 2, L, 3})),
                                 t.constant(rng.normal<double>({B, 2, L, 3})), Var<double>{}};
-    exo.hook(n)(t, t.constant(rng.normal<double>({B, L, 6})), p);
+    exo.mix(t, n, t.constant(rng.normal<double>({B, L, 6})), p);
     REQUIRE(p.gate.defined());
     // anchor_proj columns: q [0, 6), k [6, 12), v [12, 18), g [18, 24).
     const Tensor<double>& W = exo.anchor_proj.weight.value;

@@ -208,12 +208,13 @@ TEST_CASE("user norm: ScaledRMS as the block norm, the QK-norm and ExoFormer's a
   autodiff::Tape<double> tape;
   auto x = tape.leaf(Rng(2).normal<double>({1, 3, 8}, 0.0, 1.0));
   attn::Extras<double> ex;
+  auto& layer = m.layers[0].attn;
+  const attn::Path route = layer.path(ex, true);
+  const auto p = layer.project(tape, x, ex, route);
+  const auto qn = layer.q_norm(tape, p.q).value();
   double qnorm2 = 0;
-  ex.mix = [&](autodiff::Tape<double>& t, autodiff::Var<double>, attn::Projections<double>& p) {
-    const auto qn = m.layers[0].attn.q_norm(t, p.q).value();
-    for (int64_t c2 = 0; c2 < 4; ++c2) qnorm2 += qn(0, 1, 2, c2) * qn(0, 1, 2, c2);
-  };
-  m.layers[0].attn.forward(tape, x, ex);
+  for (int64_t c2 = 0; c2 < 4; ++c2) qnorm2 += qn(0, 1, 2, c2) * qn(0, 1, 2, c2);
+  layer.attend(tape, x, p, ex, route);
   CHECK(qnorm2 == doctest::Approx(4.0 * 4.0).epsilon(5e-3));  // eps 1e-6 against a small q: 15.988
 }
 

@@ -1,8 +1,9 @@
 // attn::Attention<Score, Gate, Value, Mask, QKNorm>: one attention layer assembled from policies
 // (QKNorm, norm::RMS by default, normalises q and k per head when Config::qk_norm is set).
 //
-//   x ─W_qkv─▶ q, k, v ─(mix)─(QK-norm)─(RoPE)─┐
-//   gate logits: X·W_g (FromInput), V·W_g (FromValue) or given (FromAnchor)
+//   project:  x ─W_qkv─▶ q, k, v; gate logits X·W_g (FromInput), V·W_g (FromValue) or given (FromAnchor)
+//   (between them the layer stack's anchor mixing, mix::, may rewrite the projections)
+//   attend:   (QK-norm) ─ (RoPE) ─┐
 //   core (one tape node, hand-written backward):
 //     v ─value transform─▶ v̂ ─gate on values─▶ ṽ ─fused attention─▶ o ─gate on output─▶ o'
 //   o' ─merge heads─W_O─▶ y
@@ -10,11 +11,10 @@
 // The core is autodiff::attention. Without a recorder it streams key blocks and never holds the
 // T×S matrix; with an autodiff::AttentionRecorder (probe::AttentionRecorder) the layer asks for
 // the materialised path, which records what the diagnostics need.
-// With nothing between projection and kernel (no mixing, QK-norm, gate, value transform or
-// probe) the core reads q, k, v in place in the projection's output and writes o token-major:
-// no split or merge copies (core_from_projection).
+// How q, k and v reach the core is decided once per forward (attn::Path): in place in the
+// projection's output when nothing sits between them, rotated straight out of it when RoPE is
+// all that does, else split into heads and passed through each step in turn.
 #pragma once
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,25 +60,39 @@ struct Extras {
   autodiff::AttentionRecorder<T, Device>* probe = nullptr;  // must outlive backward() to receive gradients
   const Tensor<int64_t>* kv_lengths = nullptr;   // [B] valid keys per sequence (padding at the end)
   Var<T, Device> gate_logits;                    // gate::FromAnchor: [B, gate heads, T, G]
-  // Anchor mixing: rewrites the projections; x is the layer's (normed) input, for dynamic
-  // per-token coefficients.
-  std::function<void(Tape<T, Device>&, Var<T, Device> x, Projections<T, Device>&)> mix;
   // This layer's interventions (nn/intervention.hpp); null or empty: none.
   const std::vector<nn::Intervention>* interventions = nullptr;
+};
+
+// How q, k and v go from the projection to the core.
+enum class Path {
+  InPlace,   // nothing between them: the core reads q, k, v in the projection's output and writes
+             // o token-major (no split or merge copies)
+  Rotated,   // RoPE only: q and k rotated straight out of the projection, one pass each way
+  Composed,  // split into heads, then edits, gate, mixing, QK-norm and RoPE in turn
+};
+
+// The mixing between projection and attention when a layer has none (see nn::LayerStack).
+struct NoMixing {
+  static constexpr bool active() { return false; }
+  template <class Tp, class X, class P>
+  void operator()(Tp&, X, P&) const {}
 };
 
 template <class Score = score::Softmax, class Gate = gate::None, class Value = value::Identity,
           class Mask = mask::Causal, class QKNorm = norm::RMS>
 struct Attention {
-  static_assert(policy::check_attention_policies<Score, Gate, Value, Mask>());
   static_assert(norm::is_policy_v<QKNorm>, "attn::Attention: QKNorm must be a sinklab::norm policy");
   using score_type = Score;
   using gate_type = Gate;
   using value_type = Value;
   using mask_type = Mask;
   using qk_norm_type = QKNorm;
-  static constexpr bool gate_on_values = gate::applied_at<Gate, gate::Placement::OnValues>();
-  static constexpr bool gate_on_output = gate::applied_at<Gate, gate::Placement::OnOutput>();
+  // The call checks the policies and says where the gate applies.
+  template <class T, class Device>
+  using Call = autodiff::AttentionCall<Score, Gate, Value, Mask, T, Device>;
+  static constexpr bool gate_on_values = Call<float, cpu>::gate_on_values;
+  static constexpr bool gate_on_output = Call<float, cpu>::gate_on_output;
 
   // Run-time settings of the policies (ζ and γ of the clipped softmax, a gate's init, ...).
   struct Policies {
@@ -167,24 +181,39 @@ struct Attention {
       return forward(tape, x, ex);
     }
 
-    // x [B, T, d_model] → [B, T, d_model]
-    Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> x, const Extras<T, Device>& ex) {
-      SINKLAB_CHECK(x.rank() == 3 && x.shape()[2] == cfg.d_model, "Attention '", name, "': input of shape ",
-                    x.shape(), ", expected [B, T, ", cfg.d_model, "]");
-      auto qkv = nn::project(tape, x, w_qkv);
-      if (cfg.rope) rope_table.ensure(x.shape()[1], dh, cfg.rope_theta);
-      // Nothing between the projection and the attention kernel, nor between it and W_O: q, k
-      // and v are read in place and the output is written token-major (no split or merge).
-      const bool intervened = ex.interventions && !ex.interventions->empty();
+    // x [B, T, d_model] → [B, T, d_model]. `mixing` (the layer stack's anchor mixing, a callable
+    // (tape, x, Projections&) with active()) rewrites the projections before the attention.
+    template <class Mixing = NoMixing>
+    Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> x, const Extras<T, Device>& ex, Mixing&& mixing = {}) {
+      const Path route = path(ex, mixing.active());
       if constexpr (!Gate::enabled && Value::identity) {
-        if (!cfg.qk_norm && !ex.mix && !ex.probe && !intervened)
-          return nn::project(tape, core_from_projection(tape, qkv, ex), w_o);
+        if (route == Path::InPlace) {
+          prepare(x);
+          return nn::project(tape, core_from_projection(tape, nn::project(tape, x, w_qkv), ex), w_o);
+        }
       }
-      // With nothing between the split and RoPE (no mixing, no QK-norm), q and k are rotated
-      // straight out of the projection, one pass each way instead of two.
-      const bool rope_on_split = cfg.rope && !cfg.qk_norm && !ex.mix;
+      Projections<T, Device> p = project(tape, x, ex, route);
+      if (mixing.active()) mixing(tape, x, p);
+      return attend(tape, x, p, ex, route);
+    }
+
+    // The path a forward with these extras takes (with or without mixing between the steps).
+    Path path(const Extras<T, Device>& ex, bool mixed) const {
+      const bool intervened = ex.interventions && !ex.interventions->empty();
+      const bool plain = !cfg.qk_norm && !mixed;
+      if (plain && !Gate::enabled && Value::identity && !ex.probe && !intervened) return Path::InPlace;
+      return plain && cfg.rope ? Path::Rotated : Path::Composed;
+    }
+
+    // x → the heads and gate logits (route Rotated or Composed), value edits applied. A forward
+    // split by hand is attend(tape, x, project(tape, x, ex, r), ex, r) with r = path(ex, mixed).
+    Projections<T, Device> project(Tape<T, Device>& tape, Var<T, Device> x, const Extras<T, Device>& ex, Path route) {
+      SINKLAB_CHECK(route != Path::InPlace, "Attention '", name, "': the in-place path has no separate projections");
+      prepare(x);
+      const Var<T, Device> qkv = nn::project(tape, x, w_qkv);
       auto heads = [&](int64_t col0, int64_t n) {
-        return rope_on_split ? autodiff::rope_heads(qkv, col0, n, dh, rope_table) : autodiff::split_heads(qkv, col0, n, dh);
+        return route == Path::Rotated ? autodiff::rope_heads(qkv, col0, n, dh, rope_table)
+                                      : autodiff::split_heads(qkv, col0, n, dh);
       };
       Projections<T, Device> p{heads(0, H), heads(H * dh, Hkv), autodiff::split_heads(qkv, (H + Hkv) * dh, Hkv, dh),
                                Var<T, Device>{}};
@@ -203,10 +232,16 @@ struct Attention {
           p.gate = autodiff::split_heads(lg, 0, gate_heads, gate_channels);
         }
       }
-      if (ex.mix) ex.mix(tape, x, p);
+      return p;
+    }
+
+    // The projections (after any mixing) → the layer's output: QK-norm, RoPE where the route has
+    // not rotated them yet, the core, head-output edits, W_O.
+    Var<T, Device> attend(Tape<T, Device>& tape, Var<T, Device> x, Projections<T, Device> p,
+                          const Extras<T, Device>& ex, Path route) {
       if constexpr (Gate::enabled) {
         SINKLAB_CHECK(p.gate.defined(), "Attention '", name,
-                      "': gate::FromAnchor needs gate logits (Extras::gate_logits or a mix hook that sets them)");
+                      "': gate::FromAnchor needs gate logits (Extras::gate_logits or anchor mixing that sets them)");
         const Shape want{x.shape()[0], gate_heads, x.shape()[1], gate_channels};
         SINKLAB_CHECK(p.gate.shape() == want, "Attention '", name, "': gate logits of shape ", p.gate.shape(),
                       ", expected ", want);
@@ -215,7 +250,7 @@ struct Attention {
         p.q = q_norm(tape, p.q);
         p.k = k_norm(tape, p.k);
       }
-      if (cfg.rope && !rope_on_split) {
+      if (cfg.rope && route == Path::Composed) {
         p.q = autodiff::rope(p.q, rope_table, 0);
         p.k = autodiff::rope(p.k, rope_table, 0);
       }
@@ -226,6 +261,13 @@ struct Attention {
     }
 
    private:
+    // Checks the input x [B, T, d_model] and readies the RoPE table for its T.
+    void prepare(Var<T, Device> x) {
+      SINKLAB_CHECK(x.rank() == 3 && x.shape()[2] == cfg.d_model, "Attention '", name, "': input of shape ",
+                    x.shape(), ", expected [B, T, ", cfg.d_model, "]");
+      if (cfg.rope) rope_table.ensure(x.shape()[1], dh, cfg.rope_theta);
+    }
+
     // Rebuilds a policy's Params<T> from the Parameters (which optimisers and checkpoint loads
     // may have replaced) and binds them on the tape in visiting order.
     template <class P>
@@ -239,11 +281,9 @@ struct Attention {
       return params;
     }
 
-    using Call = autodiff::AttentionCall<Score, Gate, Value, Mask, T, Device>;
-
     // The policies and their parameters bound on the tape for one forward.
-    Call call(Tape<T, Device>& tape, const Extras<T, Device>& ex) {
-      Call c;
+    Call<T, Device> call(Tape<T, Device>& tape, const Extras<T, Device>& ex) {
+      Call<T, Device> c;
       c.score = pol.score;
       c.gate = pol.gate;
       c.value = pol.value;
@@ -256,7 +296,7 @@ struct Attention {
     }
 
     Var<T, Device> core(Tape<T, Device>& tape, const Projections<T, Device>& p, const Extras<T, Device>& ex) {
-      Call c = call(tape, ex);
+      Call<T, Device> c = call(tape, ex);
       if (ex.interventions && !ex.interventions->empty()) {
         const std::vector<nn::Intervention>& ivs = *ex.interventions;
         const int64_t B = p.q.shape()[0], T_ = p.q.shape()[2], S = p.k.shape()[2];

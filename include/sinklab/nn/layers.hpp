@@ -52,6 +52,20 @@ struct ModelConfig {
   // authors' LLaMA recipe uses √d_model: with N(0, 0.02) embeddings and no normalisation, tanh
   // would otherwise see inputs too small to pass a signal).
   double embed_scale = 0.0;
+
+  // Each layer's attention settings (rope: whether the model's positions are rotary); the one
+  // place the model's fields become the attention's.
+  ::sinklab::attn::Config attention(bool rope) const {
+    return {.d_model = d_model,
+            .heads = heads,
+            .kv_heads = kv_heads,
+            .head_dim = head_dim,
+            .qk_norm = qk_norm,
+            .rope = rope,
+            .rope_theta = rope_theta,
+            .init = init,
+            .zero_init_output = zero_init_output};
+  }
 };
 
 // What a probe saw in one layer. Activations are [B, T, D] (tokens included); gradients are
@@ -102,8 +116,10 @@ struct Layer {
           after_attn(join_name(prefix, "residual.attn")),
           after_ffn(join_name(prefix, "residual.ffn")) {}
 
+    // `mixing` runs between the attention's projection and its core (attn::Attention::forward).
+    template <class Mixing = ::sinklab::attn::NoMixing>
     Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> h, const ::sinklab::attn::Extras<T, Device>& extras,
-                           LayerRecord<T, Device>* rec, bool grads) {
+                           LayerRecord<T, Device>* rec, bool grads, Mixing&& mixing = {}) {
       auto watch = [&](Var<T, Device> v, Tensor<T, Device> LayerRecord<T, Device>::*value,
                        Tensor<T, Device> LayerRecord<T, Device>::*grad) {
         if (!rec) return;
@@ -115,7 +131,7 @@ struct Layer {
       watch(h, &LayerRecord<T, Device>::input, &LayerRecord<T, Device>::grad_input);
       Var<T, Device> a_in = (Label("attn_norm"), attn_norm(tape, h));
       watch(a_in, &LayerRecord<T, Device>::attn_in, &LayerRecord<T, Device>::grad_attn_in);
-      Var<T, Device> a = (Label("attn"), attn.forward(tape, a_in, extras));
+      Var<T, Device> a = (Label("attn"), attn.forward(tape, a_in, extras, mixing));
       watch(a, &LayerRecord<T, Device>::attn_out, &LayerRecord<T, Device>::grad_attn_out);
       Var<T, Device> mid = stream_point(tape, (Label("residual"), clip(h + a)), after_attn);
       watch(mid, &LayerRecord<T, Device>::mid, &LayerRecord<T, Device>::grad_mid);
@@ -155,8 +171,10 @@ struct LayerStack {
 
     Module() = default;
     // Layers "<model>.layers.<i>", then the mixer "<model>.mix" (it needs the layers' shapes).
-    Module(const std::string& model, const ::sinklab::attn::Config& acfg, const ModelConfig& cfg, Rng& rng,
-           const typename Attn::Policies& pol, const typename Mix::Options& mix_opts) {
+    // rope: whether the model's positions are rotary (the attention applies them).
+    Module(const std::string& model, const ModelConfig& cfg, bool rope, Rng& rng, const typename Attn::Policies& pol,
+           const typename Mix::Options& mix_opts) {
+      const ::sinklab::attn::Config acfg = cfg.attention(rope);
       layers.reserve(static_cast<std::size_t>(cfg.layers));  // parameters must not move after construction
       for (int64_t i = 0; i < cfg.layers; ++i)
         layers.emplace_back(join_name(model, "layers." + std::to_string(i)), acfg, cfg, rng, pol);
@@ -165,6 +183,16 @@ struct LayerStack {
           join_name(model, "mix"),
           mix::Dims{cfg.d_model, cfg.layers, a0.H, a0.Hkv, a0.dh, a0.gate_heads, a0.gate_channels}, rng, mix_opts);
     }
+
+    // Layer i's anchor mixing, called by its attention between projection and core.
+    struct LayerMixing {
+      nn::module_t<Mix, T, Device>& mixer;
+      int64_t layer;
+      bool active() const { return mixer.mixes(layer); }
+      void operator()(Tape<T, Device>& tape, Var<T, Device> x, ::sinklab::attn::Projections<T, Device>& p) const {
+        mixer.mix(tape, layer, x, p);
+      }
+    };
 
     Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> h, ModelProbe<T, Device>* probe = nullptr,
                            const Tensor<int64_t>* kv_lengths = nullptr) {
@@ -190,11 +218,10 @@ struct LayerStack {
         ::sinklab::attn::Extras<T, Device> ex;
         ex.kv_lengths = kv_lengths;
         if (!edits.empty()) ex.interventions = &edits[i];
-        ex.mix = mixer.hook(static_cast<int64_t>(i));
         LayerRecord<T, Device>* rec = probe ? &probe->layers[i] : nullptr;
         if (rec && probe->attention) ex.probe = &rec->attn;
         const Label section("layers", static_cast<int64_t>(i));
-        h = layers[i].forward(tape, h, ex, rec, probe && probe->gradients);
+        h = layers[i].forward(tape, h, ex, rec, probe && probe->gradients, LayerMixing{mixer, static_cast<int64_t>(i)});
       }
       return h;
     }

@@ -1,8 +1,9 @@
 // mix:: — anchor mixing of Q, K, V and gate logits across layers (ResFormer, NuResFormer,
-// ExoFormer). A mixing policy's Module lives in the model's layer stack: begin() sees the
-// token embeddings once per forward, and hook(layer) returns the attention layer's mixing
-// hook (attn::Extras::mix), or an empty function for layers it leaves alone. The hook runs
-// after the projections and before QK-norm and RoPE; gate logits are mixed as logits.
+// ExoFormer). A mixing policy's Module lives in the model's layer stack (nn::LayerStack), which
+// calls begin() with the token embeddings once per forward and then, for each layer it
+// mixes(layer), mix(tape, layer, x, projections) between the attention's projection and its
+// core (attn::Attention's project and attend): after the projections, before QK-norm and RoPE;
+// gate logits are mixed as logits. x is the layer's normalised input (dynamic coefficients).
 //
 //   ResFormer          V_n = λ₁·V_1 + λ₂·V_n for n ≥ 2 (layer 1 = index 0 gives V_1, raw);
 //                      official: fixed λ₁ = λ₂ = 0.5 (Options::learnable makes them scalars
@@ -30,7 +31,6 @@
 #pragma once
 #include <array>
 #include <concepts>
-#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -55,9 +55,6 @@ struct Dims {
   int64_t gate_heads = 0, gate_channels = 0;  // 0 when the attention has no gate
 };
 
-template <class T, class Device = cpu>
-using Hook = std::function<void(Tape<T, Device>&, Var<T, Device>, attn::Projections<T, Device>&)>;
-
 struct None {
   static constexpr const char* name = "None";
   struct Options {};
@@ -65,11 +62,9 @@ struct None {
   struct Module {
     Module() = default;
     Module(std::string, const Dims&, Rng&, const Options& = {}) {}
-    void begin(autodiff::Tape<T, Device>&, autodiff::Var<T, Device> /*embeddings*/) {}
-    std::function<void(autodiff::Tape<T, Device>&, autodiff::Var<T, Device>, attn::Projections<T, Device>&)> hook(
-        int64_t /*layer*/) {
-      return {};
-    }
+    void begin(Tape<T, Device>&, Var<T, Device> /*embeddings*/) {}
+    static constexpr bool mixes(int64_t /*layer*/) { return false; }
+    void mix(Tape<T, Device>&, int64_t, Var<T, Device>, attn::Projections<T, Device>&) {}
     template <class V>
     void parameters(V&&) {}
   };
@@ -288,22 +283,24 @@ struct ResFormer {
         }
     }
     void begin(Tape<T, Device>&, Var<T, Device>) { v1 = Var<T, Device>{}; }
-    Hook<T, Device> hook(int64_t layer) {
-      if (layer == 0) return [this](Tape<T, Device>&, Var<T, Device>, attn::Projections<T, Device>& p) { v1 = p.v; };
-      return [this, layer](Tape<T, Device>& tape, Var<T, Device>, attn::Projections<T, Device>& p) {
-        SINKLAB_CHECK(v1.defined() && v1.tape == &tape, "ResFormer '", name, "': layer ", layer,
-                      " runs before layer 0 captured V_1 in this forward");
-        Var<T, Device> l1, l2;
-        if (opts.learnable) {
-          auto& pair = lambda[static_cast<std::size_t>(layer - 1)];
-          l1 = tape.param(pair[0]);
-          l2 = tape.param(pair[1]);
-        } else {
-          l1 = tape.constant(Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda1)));
-          l2 = tape.constant(Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda2)));
-        }
-        p.v = mix_pair(v1, p.v, l1, l2, Granularity::Scalar);
-      };
+    bool mixes(int64_t /*layer*/) const { return true; }  // layer 0 gives V_1
+    void mix(Tape<T, Device>& tape, int64_t layer, Var<T, Device>, attn::Projections<T, Device>& p) {
+      if (layer == 0) {
+        v1 = p.v;
+        return;
+      }
+      SINKLAB_CHECK(v1.defined() && v1.tape == &tape, "ResFormer '", name, "': layer ", layer,
+                    " runs before layer 0 captured V_1 in this forward");
+      Var<T, Device> l1, l2;
+      if (opts.learnable) {
+        auto& pair = lambda[static_cast<std::size_t>(layer - 1)];
+        l1 = tape.param(pair[0]);
+        l2 = tape.param(pair[1]);
+      } else {
+        l1 = tape.constant(Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda1)));
+        l2 = tape.constant(Tensor<T, Device>::full({1}, static_cast<T>(opts.lambda2)));
+      }
+      p.v = mix_pair(v1, p.v, l1, l2, Granularity::Scalar);
     }
     template <class V>
     void parameters(V&& visit) {
@@ -328,21 +325,17 @@ struct NuResFormer {
         : Base("NuResFormer", std::move(prefix), d, rng, o, 1) {}
 
     void begin(Tape<T, Device>&, Var<T, Device>) { this->anchors = {}; }
-    Hook<T, Device> hook(int64_t layer) {
-      if (layer == 0)
-        return [this](Tape<T, Device>& tape, Var<T, Device>, attn::Projections<T, Device>& p) {
-          for (int c = 0; c < 4; ++c) {
-            if (!this->on[c]) continue;
-            Var<T, Device> s = Base::slot(p, c);
-            SINKLAB_CHECK(s.defined(), "NuResFormer '", this->name, "': layer 0 has no ", detail::kComponent[c],
-                          " projection to serve as the anchor (gate::FromAnchor gates need ExoFormer, or set "
-                          "Options::g = false)");
-            this->anchors[c] = this->normalize(tape, c, s);
-          }
-        };
-      return [this, layer](Tape<T, Device>& tape, Var<T, Device> x, attn::Projections<T, Device>& p) {
-        this->mix_layer(tape, x, p, layer);
-      };
+    bool mixes(int64_t /*layer*/) const { return true; }  // layer 0 gives the anchors
+    void mix(Tape<T, Device>& tape, int64_t layer, Var<T, Device> x, attn::Projections<T, Device>& p) {
+      if (layer != 0) return this->mix_layer(tape, x, p, layer);
+      for (int c = 0; c < 4; ++c) {
+        if (!this->on[c]) continue;
+        Var<T, Device> s = Base::slot(p, c);
+        SINKLAB_CHECK(s.defined(), "NuResFormer '", this->name, "': layer 0 has no ", detail::kComponent[c],
+                      " projection to serve as the anchor (gate::FromAnchor gates need ExoFormer, or set "
+                      "Options::g = false)");
+        this->anchors[c] = this->normalize(tape, c, s);
+      }
     }
     template <class V>
     void parameters(V&& visit) {
@@ -388,10 +381,9 @@ struct ExoFormer {
           this->anchors[c] = this->normalize(tape, c, autodiff::split_heads(a, col0[c], pt.heads, pt.channels));
         }
     }
-    Hook<T, Device> hook(int64_t layer) {
-      return [this, layer](Tape<T, Device>& tape, Var<T, Device> x, attn::Projections<T, Device>& p) {
-        this->mix_layer(tape, x, p, layer);
-      };
+    bool mixes(int64_t /*layer*/) const { return true; }
+    void mix(Tape<T, Device>& tape, int64_t layer, Var<T, Device> x, attn::Projections<T, Device>& p) {
+      this->mix_layer(tape, x, p, layer);
     }
     template <class V>
     void parameters(V&& visit) {
@@ -402,15 +394,17 @@ struct ExoFormer {
 };
 
 // What a mixing policy provides: a name, an Options type and a Module<T, Device> built from (prefix,
-// Dims, rng, Options) with begin(tape, embeddings) once per forward and hook(layer) giving each
-// attention layer's mixing hook (empty for layers it leaves alone).
+// Dims, rng, Options) with begin(tape, embeddings) once per forward, mixes(layer) saying which
+// layers it touches and mix(tape, layer, x, projections) rewriting those layers' projections.
 template <class P>
 concept Policy = requires { { P::name } -> std::convertible_to<const char*>; typename P::Options; } &&
                  std::constructible_from<typename P::template Module<float>, std::string, const Dims&, Rng&,
                                          const typename P::Options&> &&
-                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x) {
+                 requires(typename P::template Module<float>& m, Tape<float>& t, Var<float> x,
+                          attn::Projections<float>& p) {
                    m.begin(t, x);
-                   { m.hook(int64_t{0}) } -> std::convertible_to<Hook<float>>;
+                   { m.mixes(int64_t{0}) } -> std::convertible_to<bool>;
+                   m.mix(t, int64_t{0}, x, p);
                    m.parameters(nn::detail::VisitParameter{});
                  };
 

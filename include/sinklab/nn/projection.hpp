@@ -1,7 +1,7 @@
 // The seam of every weight projection y = x·W: nn::Linear, the attention's fused QKV, gate and
 // output projections, and a tied LM head all compute their product through
 // project(tape, x, weight). With no hook installed (the normal case) that is matmul(x, W) after
-// one thread-local pointer test; a ProjectionScope installs a hook for the forward passes run on
+// one thread-local pointer test; a ProjectionScope (an nn::HookScope) installs a hook for the forward passes run on
 // this thread while it lives. A hook sees which weight the input is about to meet (so it can keep
 // per-site state keyed by the weight's name) and returns the product: the calibration observers
 // and fake quantizers of quant/model.hpp transform x and then call site.product(tape, x'), the
@@ -38,34 +38,38 @@ using ProjectionHook = std::function<autodiff::Var<T, Device>(autodiff::Tape<T, 
                                                               const ProjectionSite<T, Device>&)>;
 
 namespace detail {
-template <class T, class Device = cpu>
-const ProjectionHook<T, Device>*& projection_hook() {
-  thread_local const ProjectionHook<T, Device>* hook = nullptr;
+// The hook of kind Hook installed on this thread (null: none).
+template <class Hook>
+const Hook*& installed_hook() {
+  thread_local const Hook* hook = nullptr;
   return hook;
 }
 }  // namespace detail
 
-// Installs `hook` on this thread until destroyed; scopes nest (the previous hook comes back).
-// The hook must outlive the scope.
-template <class T, class Device = cpu>
-class ProjectionScope {
+// Installs a hook of kind Hook (a ProjectionHook or a StreamHook) on this thread until destroyed;
+// scopes nest (the previous hook comes back). The hook must outlive the scope.
+template <class Hook>
+class HookScope {
  public:
-  explicit ProjectionScope(const ProjectionHook<T, Device>& hook) : previous_(detail::projection_hook<T, Device>()) {
-    detail::projection_hook<T, Device>() = &hook;
+  explicit HookScope(const Hook& hook) : previous_(detail::installed_hook<Hook>()) {
+    detail::installed_hook<Hook>() = &hook;
   }
-  ~ProjectionScope() { detail::projection_hook<T, Device>() = previous_; }
-  ProjectionScope(const ProjectionScope&) = delete;
-  ProjectionScope& operator=(const ProjectionScope&) = delete;
+  ~HookScope() { detail::installed_hook<Hook>() = previous_; }
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
 
  private:
-  const ProjectionHook<T, Device>* previous_;
+  const Hook* previous_;
 };
+
+template <class T, class Device = cpu>
+using ProjectionScope = HookScope<ProjectionHook<T, Device>>;
 
 // Whether a hook is installed on this thread: a fused layer that would hide a projection from it
 // (autodiff::glu_mlp's two products) takes its composed form instead.
 template <class T, class Device = cpu>
 bool projection_hooked() {
-  return detail::projection_hook<T, Device>() != nullptr;
+  return detail::installed_hook<ProjectionHook<T, Device>>() != nullptr;
 }
 
 // x·W (transposed: x·Wᵀ), or what the installed hook makes of it.
@@ -73,7 +77,7 @@ template <class T, class Device = cpu>
 autodiff::Var<T, Device> project(autodiff::Tape<T, Device>& tape, autodiff::Var<T, Device> x,
                                  autodiff::Parameter<T, Device>& weight, bool transposed = false) {
   const ProjectionSite<T, Device> site{weight, transposed};
-  const ProjectionHook<T, Device>* hook = detail::projection_hook<T, Device>();
+  const ProjectionHook<T, Device>* hook = detail::installed_hook<ProjectionHook<T, Device>>();
   return hook ? (*hook)(tape, x, site) : site.product(tape, x);
 }
 
@@ -84,34 +88,15 @@ template <class T, class Device = cpu>
 using StreamHook = std::function<autodiff::Var<T, Device>(autodiff::Tape<T, Device>&, autodiff::Var<T, Device> h,
                                                           const std::string& point)>;
 
-namespace detail {
-template <class T, class Device = cpu>
-const StreamHook<T, Device>*& stream_hook() {
-  thread_local const StreamHook<T, Device>* hook = nullptr;
-  return hook;
-}
-}  // namespace detail
-
 // Installs `hook` at every residual-stream point on this thread until destroyed; scopes nest.
 template <class T, class Device = cpu>
-class StreamScope {
- public:
-  explicit StreamScope(const StreamHook<T, Device>& hook) : previous_(detail::stream_hook<T, Device>()) {
-    detail::stream_hook<T, Device>() = &hook;
-  }
-  ~StreamScope() { detail::stream_hook<T, Device>() = previous_; }
-  StreamScope(const StreamScope&) = delete;
-  StreamScope& operator=(const StreamScope&) = delete;
-
- private:
-  const StreamHook<T, Device>* previous_;
-};
+using StreamScope = HookScope<StreamHook<T, Device>>;
 
 // h as the rest of the model should see it at the residual-stream point `point`.
 template <class T, class Device = cpu>
 autodiff::Var<T, Device> stream_point(autodiff::Tape<T, Device>& tape, autodiff::Var<T, Device> h,
                                       const std::string& point) {
-  const StreamHook<T, Device>* hook = detail::stream_hook<T, Device>();
+  const StreamHook<T, Device>* hook = detail::installed_hook<StreamHook<T, Device>>();
   if (!hook) return h;
   return (*hook)(tape, h, point);
 }

@@ -74,16 +74,8 @@ struct Transformer {
         positions = nn::module_t<Pos, T, Device>(join_name(name, "pos"), cfg.d_model, rng, po);
       }
       tokens = nn::module_t<Tokens, T, Device>(join_name(name, "tokens"), cfg.d_model, rng, cfg.tokens);
-      const attn::Config acfg{.d_model = cfg.d_model,
-                              .heads = cfg.heads,
-                              .kv_heads = cfg.kv_heads,
-                              .head_dim = cfg.head_dim,
-                              .qk_norm = cfg.qk_norm,
-                              .rope = pos::is_rotary_v<Pos>,
-                              .rope_theta = cfg.rope_theta,
-                              .init = cfg.init,
-                              .zero_init_output = cfg.zero_init_output};
-      static_cast<Stack&>(*this) = Stack(name, acfg, cfg, rng, pol, mix_opts);  // after the embeddings: rng order
+      static_cast<Stack&>(*this) =
+          Stack(name, cfg, pos::is_rotary_v<Pos>, rng, pol, mix_opts);  // after the embeddings: rng order
       final_norm = nn::module_t<typename Block::norm_policy, T, Device>(join_name(name, "final_norm"), cfg.d_model, rng,
                                                                         cfg.norm);
       if (!cfg.tie_embeddings)

@@ -39,6 +39,22 @@ struct VitConfig {
   nn::Init init = nn::Init::normal(0.02);  // pytorch(): Linear U(±1/√fan_in), cls/positions N(0, 1)
   norm::Options norm{};
   tokens::Options tokens{};  // registers (tokens::Registers): count and placement
+
+  // The layer stack's settings (the one place this config's fields become a ModelConfig's).
+  ModelConfig stack() const {
+    return {.d_model = d_model,
+            .layers = layers,
+            .heads = heads,
+            .kv_heads = kv_heads,
+            .head_dim = head_dim,
+            .ffn_hidden = ffn_hidden,
+            .qk_norm = qk_norm,
+            .residual_clip = residual_clip,
+            .zero_init_output = zero_init_output,
+            .init = init,
+            .norm = norm,
+            .tokens = tokens};
+  }
 };
 
 // images [B, H, W] (one channel) or [B, C, H, W] → [B, (H/P)·(W/P), C·P·P]; patches in raster
@@ -109,27 +125,7 @@ struct ViT {
       positions = Parameter<T, Device>(join_name(name, "pos"),
                                        make_tensor<T, Device>({1 + patches, D}, cfg.init.for_embedding(), rng));
       registers = nn::module_t<Tokens, T, Device>(join_name(name, "registers"), D, rng, cfg.tokens);
-      const ModelConfig mc{.d_model = D,
-                           .layers = cfg.layers,
-                           .heads = cfg.heads,
-                           .kv_heads = cfg.kv_heads,
-                           .head_dim = cfg.head_dim,
-                           .ffn_hidden = cfg.ffn_hidden,
-                           .qk_norm = cfg.qk_norm,
-                           .residual_clip = cfg.residual_clip,
-                           .zero_init_output = cfg.zero_init_output,
-                           .init = cfg.init,
-                           .norm = cfg.norm,
-                           .tokens = cfg.tokens};
-      const attn::Config acfg{.d_model = D,
-                              .heads = cfg.heads,
-                              .kv_heads = cfg.kv_heads,
-                              .head_dim = cfg.head_dim,
-                              .qk_norm = cfg.qk_norm,
-                              .rope = false,
-                              .init = cfg.init,
-                              .zero_init_output = cfg.zero_init_output};
-      static_cast<Stack&>(*this) = Stack(name, acfg, mc, rng, pol, mix_opts);
+      static_cast<Stack&>(*this) = Stack(name, cfg.stack(), false, rng, pol, mix_opts);
       final_norm =
           nn::module_t<typename Block::norm_policy, T, Device>(join_name(name, "final_norm"), D, rng, cfg.norm);
       head = Linear<T, Device>(join_name(name, "head"), D, cfg.classes, rng, cfg.init, true);
