@@ -4,6 +4,7 @@
 // contiguous floats (RowBlock) or a block of rows across SIMD lanes (LaneBlock).
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 
@@ -41,9 +42,33 @@ inline int64_t block(int64_t key_block, int64_t kind) { return per_block + 3 * k
 // Lanes of a vector at or past n (n − i ≤ 0 for all of them: none is).
 template <class T>
 inline xsimd::batch_bool<T> lanes_below(int64_t n) {
-  alignas(64) T idx[simd_width<T>()];
-  for (int64_t k = 0; k < simd_width<T>(); ++k) idx[k] = static_cast<T>(k);
-  return batch<T>::load_aligned(idx) < batch<T>(static_cast<T>(n));
+  static constexpr std::array<T, simd_width<T>()> lane = [] {
+    std::array<T, simd_width<T>()> a{};
+    for (std::size_t k = 0; k < a.size(); ++k) a[k] = static_cast<T>(k);
+    return a;
+  }();
+  return batch<T>::load_unaligned(lane.data()) < batch<T>(static_cast<T>(n));
+}
+
+// What both fused kernels check and derive before their loops: the policies, the shapes, the
+// score's parameters, and the block sizes clamped to the head.
+struct FusedGeometry {
+  AttentionDims dm;
+  int64_t Bq = 1, Bk = 1;
+};
+template <class Score, class Mask, class T, HostDevice Dev>
+FusedGeometry check_fused_call(const char* kernel, const Score& score, const Tensor<T, Dev>& q,
+                               const Tensor<T, Dev>& k, const Tensor<T, Dev>& v,
+                               const score::params_t<Score, T, Dev>& params, const AttentionOptions& opt) {
+  require_float<T>();
+  static_assert(score::is_policy_v<Score>, "attention_fused_*: Score must be a sinklab::score policy");
+  static_assert(mask::is_policy_v<Mask>, "attention_fused_*: Mask must be a sinklab::mask policy");
+  FusedGeometry g;
+  g.dm = check_shapes(kernel, q, k, v, opt);
+  check_score_params<T, Score, Dev>(kernel, score, params, g.dm);
+  g.Bq = std::max<int64_t>(1, std::min(opt.block_q, g.dm.T));
+  g.Bk = std::max<int64_t>(1, std::min(opt.block_k, g.dm.S));
+  return g;
 }
 
 // One row's logits in a key block, s[0, ne) visible and s[ne, cols) masked. With `whole`, the

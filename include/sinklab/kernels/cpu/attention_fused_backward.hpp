@@ -37,12 +37,9 @@ AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const
                                                   const score::params_t<Score, T, Dev>& params,
                                                   const AttentionForward<T, Dev>& fwd, const Tensor<T, Dev>& dout_,
                                                   const AttentionOptions& opt = {}) {
-  detail::require_float<T>();
-  static_assert(score::is_policy_v<Score>, "attention_fused_backward: Score must be a sinklab::score policy");
-  static_assert(mask::is_policy_v<Mask>, "attention_fused_backward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_fused_backward";
-  const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
-  detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
+  const detail::FusedGeometry geo = detail::check_fused_call<Score, Mask>(kernel, score, q_, k_, v_, params, opt);
+  const AttentionDims& dm = geo.dm;
   using G = score::row_grad_t<Score, T>;
   constexpr bool saved_lse = score::saves_lse_v<Score>;
   detail::check_saved(kernel, q_, dout_, fwd, dm, saved_lse);
@@ -62,8 +59,7 @@ AttentionGrads<T, Score, Dev> attention_fused_backward(const Score& score, const
   g.dscore = policy::zeros_like(params);
   const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
-  const int64_t Bq = std::max<int64_t>(1, std::min(opt.block_q, dm.T));
-  const int64_t Bk = std::max<int64_t>(1, std::min(opt.block_k, dm.S));
+  const int64_t Bq = geo.Bq, Bk = geo.Bk;
   const int64_t d = dm.d;
   // Row parameter gradients per (batch, head): tasks of different batch entries share a head.
   detail::RowParamGrads<Score, T, Dev> dparam(dm.B * dm.H);

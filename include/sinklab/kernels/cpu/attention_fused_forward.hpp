@@ -132,12 +132,9 @@ template <class Score, class Mask, class T, HostDevice Dev>
 AttentionForward<T, Dev> attention_fused_forward(const Score& score, const Mask&, const Tensor<T, Dev>& q_, const Tensor<T, Dev>& k_,
                                             const Tensor<T, Dev>& v_, const score::params_t<Score, T, Dev>& params,
                                             const AttentionOptions& opt = {}, const Tensor<T, Dev>& out_into = {}) {
-  detail::require_float<T>();
-  static_assert(score::is_policy_v<Score>, "attention_fused_forward: Score must be a sinklab::score policy");
-  static_assert(mask::is_policy_v<Mask>, "attention_fused_forward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_fused_forward";
-  const AttentionDims dm = detail::check_shapes(kernel, q_, k_, v_, opt);
-  detail::check_score_params<T, Score, Dev>(kernel, score, params, dm);
+  const detail::FusedGeometry geo = detail::check_fused_call<Score, Mask>(kernel, score, q_, k_, v_, params, opt);
+  const AttentionDims& dm = geo.dm;
   const Tensor<T, Dev> q = detail::unit_rows(q_), k = detail::unit_rows(k_), v = detail::unit_rows(v_);
   using U = score::row_update_t<Score, T>;
   using UL = score::row_update_t<Score, detail::batch<T>>;
@@ -159,8 +156,7 @@ AttentionForward<T, Dev> attention_fused_forward(const Score& score, const Mask&
   if constexpr (U::saves_lse) res.lse = detail::output_empty<T, Dev>({dm.B, dm.H, dm.T});  // every row is written
   const auto args = score.args(params);
   const T scale = static_cast<T>(detail::score_scale(opt, dm.d));
-  const int64_t Bq = std::max<int64_t>(1, std::min(opt.block_q, dm.T));
-  const int64_t Bk = std::max<int64_t>(1, std::min(opt.block_k, dm.S));
+  const int64_t Bq = geo.Bq, Bk = geo.Bk;
   const int64_t nqb = (dm.T + Bq - 1) / Bq;
   const int64_t d = dm.d;
 
