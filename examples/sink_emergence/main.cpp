@@ -281,21 +281,10 @@ void figures(const Summary& S, const fs::path& out) {
                              static_cast<int64_t>(by_layer.front().size()));
     maps.push_back({v, file});
   }
-  if (!maps.empty()) {
-    // Layers and heads counted from 1 and 0 as the tables do, integer ticks, one colour scale.
-    std::string gp = "set terminal " + fig.terminal() + " size " + std::to_string(320 * maps.size() + 80) +
-                     ",420\nset output 'alpha_map.png'\nset multiplot layout 1," + std::to_string(maps.size()) +
-                     " title 'alpha_0 (first 64 queries) per layer and head at the end, first seed; one scale 0..1'\n"
-                     "set datafile separator whitespace\nunset grid\nunset key\nset palette defined (0 'white', 0.5 "
-                     "'#6baed6', 1 '#08306b')\nset cbrange [0:1]\nset xtics 1\nset ytics 1\nset xlabel 'head'\n"
-                     "set ylabel 'layer'\nset autoscale xfix\nset autoscale yfix\nset yrange [*:*] reverse\n";
-    for (const auto& m : maps)
-      gp += "set title " + experiment::gp_quote(m.label) + "\nplot " + experiment::gp_quote(m.file) +
-            " matrix using 1:($2 + 1):3 with image\n";
-    gp += "unset multiplot\nset yrange [*:*] noreverse\nset xtics autofreq\nset ytics autofreq\nunset xlabel\n"
-          "unset ylabel\nset datafile separator ','\n";
-    fig.script(gp, "alpha_map.png");
-  }
+  // Layers and heads counted from 1 and 0 as the tables do.
+  if (!maps.empty())
+    fig.heatmaps("alpha_map.png", "alpha_0 (first 64 queries) per layer and head at the end, first seed; one scale 0..1",
+                 maps, {.x = "head", .y = "layer", .y_first = 1, .tick = 1, .square = false});
   fig.render();
 }
 

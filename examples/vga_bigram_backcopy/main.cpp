@@ -493,7 +493,7 @@ void write_outputs(const ex::Matrix& m, const Settings& s, const std::vector<std
   for (const auto& v : done) maps.push_back({v, "runs/" + v + "/" + first + "/attn.dat"});
   fig.heatmaps("attention.png",
                "Attention of eval sequence 0 (" + first + ", layer " + std::to_string(layer) + "); rows = queries",
-               maps, labels);
+               maps, {.labels = labels});
   // Fig. 4(b)-like: value norms per token, triggers hatched, gate on the right axis.
   std::string gp;
   const auto n = labels.size();

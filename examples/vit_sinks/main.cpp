@@ -350,10 +350,10 @@ void figures(const Summary& S, const fs::path& out) {
   if (!cls.empty()) {
     const fs::path img = fs::relative(S.m.run_dir(vs.front(), seed), out) / "image0.dat";
     if (fs::exists(out / img))
-      fig.heatmaps("image0.png", "probe image 0", {{"image", img.string()}}, {}, 1.0, "pixel column", "pixel row");
+      fig.heatmaps("image0.png", "probe image 0", {{"image", img.string()}}, {.x = "pixel column", .y = "pixel row"});
     fig.heatmaps("cls_maps.png",
                  "layer " + std::to_string(S.s.layers) + ": CLS attention over the patches of probe image 0 (mean over heads)",
-                 cls, {}, scale(cls), "patch column", "patch row");
+                 cls, {.x = "patch column", .y = "patch row"}, scale(cls));
   }
   // Per-layer measures: one panel each, a line per variant.
   fig.by_layer("by_layer.png", "final model, mean over seeds", S.s.layers,

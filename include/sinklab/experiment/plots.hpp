@@ -4,7 +4,7 @@
 //   experiment::Figures fig(out);
 //   fig.dynamics("dynamics.png", "training dynamics", {{"attn_sink", "Attn_<s>"}, ...},
 //                {{"vanilla", "dynamics_vanilla.csv"}, {"vga", "dynamics_vga.csv"}});
-//   fig.heatmaps("attention.png", "attention maps", {{"vanilla", "attn_vanilla.dat"}}, labels);
+//   fig.heatmaps("attention.png", "attention maps", {{"vanilla", "attn_vanilla.dat"}}, {.labels = tokens});
 //   experiment::write_matrix(out / "attn_vanilla.dat", values, rows, cols);  // a heatmap's data
 //   fig.by_layer("by_layer.png", "final models", layers, panels, variants, value);  // a line per variant
 //   fig.bars("kurtosis.png", "average kurtosis", "kurtosis.dat");   // label mean sd rows
@@ -87,6 +87,15 @@ inline const char* palette(std::size_t i) {
   return colours[i % (sizeof colours / sizeof *colours)];
 }
 
+// The axes of heatmaps(): names, tick labels or index ticks, and the cells' shape.
+struct HeatmapAxes {
+  std::string x = "key", y = "query";
+  std::vector<std::string> labels;   // tick labels of both axes (a square map), or none: indices
+  int64_t x_first = 0, y_first = 0;  // the index shown for the first column and the first row
+  int64_t tick = 0;                  // > 0: a tick every `tick` indices (0: gnuplot's choice)
+  bool square = true;                // square cells (false: each panel keeps the figure's shape)
+};
+
 class Figures {
  public:
   struct Panel {
@@ -139,28 +148,34 @@ class Figures {
     pngs_.push_back(png);
   }
 
-  // Matrices side by side (whitespace-separated .dat files, row = query), values in [0, max];
-  // the axes name a key and a query unless told otherwise (an image: column and row).
+  // Matrices side by side (whitespace-separated .dat files, first row at the top), values in
+  // [0, max] on one colour scale.
   void heatmaps(const std::string& png, const std::string& title, const std::vector<Series>& maps,
-                const std::vector<std::string>& labels = {}, double max = 1.0, const std::string& xlabel = "key",
-                const std::string& ylabel = "query") {
-    gp_ << "set terminal " << term_ << " size " << 520 * maps.size() << ",560\nset output " << gp_quote(png) << "\n";
-    gp_ << "set multiplot layout 1," << maps.size() << " title " << gp_quote(title) << "\n";
-    gp_ << "set datafile separator whitespace\nunset grid\nunset key\nset size ratio -1\n"
+                const HeatmapAxes& axes = {}, double max = 1.0) {
+    const auto n_maps = static_cast<int64_t>(maps.size());
+    if (axes.square)
+      gp_ << "set terminal " << term_ << " size " << 520 * n_maps << ",560\n";
+    else
+      gp_ << "set terminal " << term_ << " size " << 320 * n_maps + 80 << ",420\n";
+    gp_ << "set output " << gp_quote(png) << "\nset multiplot layout 1," << n_maps << " title " << gp_quote(title) << "\n";
+    gp_ << "set datafile separator whitespace\nunset grid\nunset key\n" << (axes.square ? "set size ratio -1\n" : "")
         << "set palette defined (0 'white', 0.5 '#6baed6', 1 '#08306b')\nset cbrange [0:" << max << "]\n";
-    if (!labels.empty()) {
+    if (!axes.labels.empty()) {
       std::string t = "(";
-      for (std::size_t i = 0; i < labels.size(); ++i) t += (i ? ", " : "") + gp_quote(labels[i]) + " " + std::to_string(i);
+      for (std::size_t i = 0; i < axes.labels.size(); ++i)
+        t += (i ? ", " : "") + gp_quote(axes.labels[i]) + " " + std::to_string(i);
       t += ")";
-      const long n = static_cast<long>(labels.size());
+      const long n = static_cast<long>(axes.labels.size());
       gp_ << "set xrange [-0.5:" << n - 0.5 << "]\nset yrange [" << n - 0.5 << ":-0.5]\n";
       gp_ << "set xtics " << t << " font ',8'\nset ytics " << t << " font ',8'\n";
     } else {
       gp_ << "set autoscale xfix\nset autoscale yfix\nset yrange [*:*] reverse\n";
+      if (axes.tick > 0) gp_ << "set xtics " << axes.tick << "\nset ytics " << axes.tick << "\n";
     }
-    gp_ << "set xlabel " << gp_quote(xlabel) << "\nset ylabel " << gp_quote(ylabel) << "\n";
-    for (const auto& m : maps)
-      gp_ << "set title " << gp_quote(m.label) << "\nplot " << gp_quote(m.file) << " matrix with image\n";
+    gp_ << "set xlabel " << gp_quote(axes.x) << "\nset ylabel " << gp_quote(axes.y) << "\n";
+    const std::string at = " matrix using ($1 + " + std::to_string(axes.x_first) + "):($2 + " +
+                           std::to_string(axes.y_first) + "):3 with image\n";
+    for (const auto& m : maps) gp_ << "set title " << gp_quote(m.label) << "\nplot " << gp_quote(m.file) << at;
     gp_ << "unset multiplot\nset size noratio\nunset xlabel\nunset ylabel\nset xtics autofreq\nset ytics autofreq\n"
         << "set xrange [*:*]\nset yrange [*:*] noreverse\nset datafile separator ','\n";
     pngs_.push_back(png);
