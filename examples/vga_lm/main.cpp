@@ -62,362 +62,24 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cctype>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <memory>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "../common/cli_checks.hpp"
+#include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
-#include "../common/sentences.hpp"
 #include "../common/smoke_preset.hpp"
-#include "sinklab/autodiff/autodiff.hpp"
-#include "sinklab/data/masked_lm.hpp"
-#include "sinklab/data/word_lm.hpp"
 #include "sinklab/experiment/experiment.hpp"
 #include "sinklab/io/files.hpp"
-#include "sinklab/nn/transformer.hpp"
-#include "sinklab/optim/adamw.hpp"
-#include "sinklab/optim/clip.hpp"
-#include "sinklab/optim/schedule.hpp"
-#include "sinklab/probe/model_report.hpp"
-#include "sinklab/quant/model.hpp"
+#include "study.hpp"
 
-using namespace sinklab;
+using namespace vga_lm;
 namespace fs = std::filesystem;
-using experiment::Json;
 using experiment::fixed;
 
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Models
-
-using Block = nn::PreNorm<norm::LayerNorm>;
-template <class Score, class Gate, class Mask>
-using Attn = attn::Attention<Score, Gate, value::Identity, Mask>;
-template <class A, class Tok = tokens::None>
-using LM = nn::Transformer<Block, A, ffn::GeluMLP, pos::Learned, Tok>;
-using IgaGate = gate::FromInput<gate::per_head, gate::on_values>;
-using VgaGate = gate::FromValue<gate::per_head, gate::on_values>;
-
-// W_g = 0, no bias: σ(0) = 0.5 at init for IGA and VGA alike.
-constexpr gate::Init kGateInit{gate::WeightInit::Zero, 0.02, gate::BiasInit::None};
-
-const std::vector<std::string> kPretrain = {"vanilla", "register", "sink", "iga", "vga"};
-const std::vector<std::string> kRetrofit = {"finetune", "retrofit_vga"};
-std::vector<std::string> all_variants() {
-  std::vector<std::string> v = kPretrain;
-  v.insert(v.end(), kRetrofit.begin(), kRetrofit.end());
-  return v;
-}
-bool is_retrofit(const std::string& v) { return std::find(kRetrofit.begin(), kRetrofit.end(), v) != kRetrofit.end(); }
-
-constexpr int32_t kFirst = 0, kMask = 1, kSpecials = 2;  // [CLS]/BOS, [MASK]; word ids start at 2 (<unk>)
-
-// ---------------------------------------------------------------------------------------------
-// Settings
-
-struct Settings {
-  std::string family = "both";
-  std::vector<std::string> variants = all_variants();
-    // Defaults: ~0.1 s per step on 2 cores (measured 0.103 s), so one 1500-step run takes ~2.7 min with its
-  // evaluations and the full matrix (2 families x 5 variants x 3 seeds + 12 short retrofits) ~1.5 h.
-  int64_t d_model = 128, layers = 4, heads = 4, seq_len = 64, batch = 16, vocab = 4096, registers = 4;
-  double lr = 3e-3, weight_decay = 0.1, beta2 = 0.98, warmup = 0.05, clip = 1.0, min_lr_ratio = 0.1;
-  double retrofit_fraction = 0.05, retrofit_lr = 1e-3;
-  std::string retrofit_init = "preserve";
-  std::string init = "normal";  // normal: N(0, 0.02) (BERT/OPT); pytorch: PyTorch's module defaults
-  int64_t eval_every = 100, eval_batch = 16, val_batches = 8, probe_batches = 2, calib_batches = 4;
-  uint64_t eval_seed = 20250923;
-  std::string text_file, brown_dir;
-  bool smoke = false, plots = true;
-};
-
-Json settings_json(const Settings& s, const std::string& family, const std::string& text_source) {
-  return Json{{"family", family},         {"d_model", s.d_model},
-              {"layers", s.layers},       {"heads", s.heads},
-              {"seq_len", s.seq_len},     {"batch", s.batch},
-              {"vocab", s.vocab},         {"registers", s.registers},
-              {"lr", s.lr},               {"weight_decay", s.weight_decay},
-              {"beta2", s.beta2},         {"warmup", s.warmup},
-              {"clip", s.clip},           {"min_lr_ratio", s.min_lr_ratio},
-              {"retrofit_fraction", s.retrofit_fraction},
-              {"retrofit_lr", s.retrofit_lr},
-              {"retrofit_init", s.retrofit_init}, {"init", s.init},
-              {"eval_every", s.eval_every}, {"eval_batch", s.eval_batch},
-              {"val_batches", s.val_batches}, {"probe_batches", s.probe_batches},
-              {"calib_batches", s.calib_batches}, {"eval_seed", s.eval_seed},
-              {"text", text_source}};
-}
-
-// ---------------------------------------------------------------------------------------------
-// Data
-
-// The corpus: --text, the built-in smoke sentences or Brown (examples/common/sentences.hpp), split
-// and tokenised by data::make_word_lm; windows start with kFirst.
-struct Corpus : data::WordLmCorpus {
-  std::string source;
-};
-
-Corpus load_corpus(const Settings& s) {
-  const examples::Sentences text = examples::load_sentences("vga_lm", s.text_file, s.brown_dir, s.smoke);
-  Corpus c{data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = kSpecials}), text.source};
-  return c;
-}
-
-struct Task {
-  bool encoder = false;
-  int64_t T = 0, vocab = 0;
-  const std::vector<int32_t>* train = nullptr;
-  data::MaskedLmOptions mlm;
-
-  // A training batch from `rng` (the run's data stream): random windows, masked for the encoder.
-  data::TokenBatch sample(Rng& rng, int64_t batch) const {
-    return finish(data::sample_lm_windows(*train, rng, batch, T, kFirst), rng);
-  }
-  data::TokenBatch finish(data::TokenBatch b, Rng& rng) const {
-    if (!encoder) return b;
-    return data::mask_tokens(b.x, rng, mlm);  // x keeps [CLS] at 0; targets at the selected positions
-  }
-};
-
-// ---------------------------------------------------------------------------------------------
-// Evaluation
-
-struct EvalData {
-  std::vector<data::TokenBatch> validation, calibration;
-};
-
-EvalData make_eval_data(const Task& task, const std::vector<int32_t>& val, const Settings& s) {
-  EvalData e;
-  Rng mask_rng(s.eval_seed, 1);
-  for (auto& b : data::consecutive_lm_windows(val, task.T, s.eval_batch, s.val_batches, kFirst))
-    e.validation.push_back(task.finish(std::move(b), mask_rng));
-  Rng calib(s.eval_seed, 2);
-  for (int64_t i = 0; i < s.calib_batches; ++i) e.calibration.push_back(task.sample(calib, s.eval_batch));
-  return e;
-}
-
-template <class Model>
-io::LogRow evaluate(Model& model, const EvalData& ev, const Settings& s, bool sink_logit, bool final_eval) {
-  io::LogRow row;
-  const double loss = quant::mean_token_loss(model, ev.validation).first;
-  row.emplace_back("val_loss", loss);
-  row.emplace_back("val_ppl", std::exp(loss));
-
-  probe::OutlierAccumulator acc;
-  double first = 0, extra = 0, gate_first = 0, gate_rest = 0;
-  int64_t n_att = 0, n_gate_first = 0, n_gate_rest = 0;
-  const int64_t offset = model.tokens.offset();
-  {
-    autodiff::no_grad off;
-    autodiff::Tape<float> tape;
-    const int64_t nb = std::min<int64_t>(s.probe_batches, static_cast<int64_t>(ev.validation.size()));
-    for (int64_t k = 0; k < nb; ++k) {
-      tape.clear();
-      nn::ModelProbe<float> pr;
-      pr.attention = true;
-      model.logits(tape, ev.validation[static_cast<std::size_t>(k)].x, &pr);
-      probe::add_module_outputs(acc, pr);
-      for (std::size_t l = 0; l < pr.layers.size(); ++l) {
-        const auto& rec = pr.layers[l];
-        const Tensor<float>& A = rec.attn.weights;  // [B, H, L, L], L = offset + T
-        const int64_t B = A.size(0), H = A.size(1), L = A.size(2);
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t i = offset + 1; i < L; ++i) {  // text queries after the first token
-              first += A(b, h, i, offset);
-              if (offset > 0) {
-                double r = 0;
-                for (int64_t j = 0; j < offset; ++j) r += A(b, h, i, j);
-                extra += r;
-              } else if (sink_logit) {
-                double r = 0;
-                for (int64_t j = 0; j < L; ++j) r += A(b, h, i, j);
-                extra += 1.0 - r;
-              }
-              ++n_att;
-            }
-        if (rec.attn.gate_values.defined()) {  // [B, heads, L, 1]
-          const Tensor<float>& g = rec.attn.gate_values;
-          for (int64_t b = 0; b < g.size(0); ++b)
-            for (int64_t h = 0; h < g.size(1); ++h)
-              for (int64_t t = offset; t < g.size(2); ++t) {
-                if (t == offset) gate_first += g(b, h, t, 0), ++n_gate_first;
-                else gate_rest += g(b, h, t, 0), ++n_gate_rest;
-              }
-        }
-      }
-    }
-  }
-  row.emplace_back("max_inf_norm", acc.max_inf_norm());
-  row.emplace_back("avg_kurtosis", acc.avg_kurtosis());
-  row.emplace_back("attn_first", n_att ? first / double(n_att) : NAN);
-  row.emplace_back("attn_extra", n_att ? extra / double(n_att) : NAN);
-  row.emplace_back("gate_first", n_gate_first ? gate_first / double(n_gate_first) : 1.0);
-  row.emplace_back("gate_rest", n_gate_rest ? gate_rest / double(n_gate_rest) : 1.0);
-  // W8A8 at the final evaluation only (it is the slow part); NaN (null in metrics.jsonl) before,
-  // since the logs' columns are fixed by their first row.
-  // Two protocols: Bondarenko et al.'s (projection inputs and the residual stream: the sums
-  // after each branch and the embeddings) and the projection inputs alone.
-  double w8a8 = NAN, w8a8_delta = NAN, proj_delta = NAN;
-  if (final_eval) {
-    const quant::PtqResult q = quant::evaluate_ptq(model, ev.calibration, ev.validation,
-                                                   {.scheme = quant::Scheme::w8a8, .residual_stream = true});
-    w8a8 = q.quant_perplexity;
-    w8a8_delta = q.delta_perplexity();
-    proj_delta = quant::evaluate_ptq(model, ev.calibration, ev.validation, {.scheme = quant::Scheme::w8a8}).delta_perplexity();
-  }
-  row.emplace_back("w8a8_ppl", w8a8);
-  row.emplace_back("w8a8_delta_ppl", w8a8_delta);
-  row.emplace_back("w8a8_proj_delta_ppl", proj_delta);
-  return row;
-}
-
-std::string report(const io::LogRow& row) {
-  std::string s;
-  for (const auto& [k, v] : row) {
-    const char* label = k == "val_ppl"          ? "ppl"
-                        : k == "max_inf_norm"   ? "max|x|"
-                        : k == "avg_kurtosis"   ? "kurt"
-                        : k == "attn_first"     ? "attn0"
-                        : k == "w8a8_delta_ppl" ? "W8A8 dppl"
-                                                : nullptr;
-    if (!label || (v.kind() == io::LogValue::Kind::Real && std::isnan(v.real()))) continue;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%s%s %.4g", s.empty() ? "" : " ", label, v.real());
-    s += buf;
-  }
-  return s;
-}
-
-// ---------------------------------------------------------------------------------------------
-// One run
-
-struct FamilyCtx {
-  const Settings* s = nullptr;
-  Task task;
-  EvalData ev;
-  nn::ModelConfig cfg;
-  int64_t pretrain_steps = 0, retrofit_steps = 0;
-  const experiment::Matrix* matrix = nullptr;
-};
-
-template <class Mask>
-using VanillaOf = LM<Attn<score::Softmax, gate::None, Mask>>;
-
-template <class Mask, class A, class Tok = tokens::None>
-void fit(experiment::Run& run, const FamilyCtx& c) {
-  using Model = LM<A, Tok>;
-  const Settings& s = *c.s;
-  const bool retro = is_retrofit(run.variant());
-  typename A::Policies pol;
-  if constexpr (A::gate_type::enabled) pol.gate.init = kGateInit;
-  Rng rng(run.seed());
-  typename Model::template Module<float> model("", c.cfg, rng, pol);
-
-  experiment::Pairing pairing;
-  if (!retro) {
-    Rng ref_rng(run.seed());
-    typename VanillaOf<Mask>::template Module<float> ref("", c.cfg, ref_rng);
-    pairing = experiment::TensorBank::of(ref).apply(model);
-  } else {
-    const fs::path from = c.matrix->run_dir("vanilla", run.seed()) / "final.safetensors";
-    SINKLAB_CHECK(fs::exists(from), "vga_lm: ", run.variant(), " starts from the vanilla run of seed ", run.seed(),
-                  ", but '", from.string(), "' does not exist; include vanilla in --variants (it runs first)");
-    pairing = experiment::TensorBank::load(from).apply(model);
-    if (A::gate_type::enabled && s.retrofit_init == "preserve")
-      for (auto& layer : model.layers) {  // g = 0.5 and 2·W_O: exactly the pretrained function
-        Tensor<float>& w = layer.attn.w_o.value;
-        for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] *= 2.0f;
-      }
-  }
-  run.progress().print("[" + run.tag() + "] " + pairing.line() +
-                       (retro ? " (from the vanilla run's final weights)" : " (the vanilla init of this seed)"));
-  SINKLAB_CHECK(pairing.ok() && pairing.unused.empty(), "vga_lm: ", run.tag(), ": the paired start failed: ",
-                pairing.line());
-
-  const int64_t steps = retro ? c.retrofit_steps : c.pretrain_steps;
-  auto params = nn::parameter_list<float>(model);
-  optim::AdamW<float> opt(params, {.lr = retro ? s.retrofit_lr : s.lr, .beta2 = s.beta2,
-                                   .weight_decay = s.weight_decay});
-  const optim::Schedule sched({.decay = optim::Decay::Cosine,
-                               .warmup_steps = std::max<int64_t>(1, std::llround(double(steps) * s.warmup)),
-                               .total_steps = steps,
-                               .min_lr_ratio = s.min_lr_ratio});
-  autodiff::Tape<float> tape;
-  const int64_t eval_every = retro ? std::max<int64_t>(1, std::min(s.eval_every, steps / 5)) : s.eval_every;
-  experiment::train(
-      run, model, opt, {.steps = steps, .eval_every = eval_every, .report = report},
-      [&](Rng& data) {
-        const data::TokenBatch b = c.task.sample(data, s.batch);
-        run.see_batch(b.x);
-        return experiment::optimisation_step(tape, model, opt, b, sched, params, s.clip);
-      },
-      [&](int64_t step) { return evaluate(model, c.ev, s, A::score_type::has_sink, step == steps); });
-}
-
-template <class Mask>
-void run_variant(experiment::Run& run, const FamilyCtx& c) {
-  const std::string& v = run.variant();
-  using Sm = score::Softmax;
-  if (v == "vanilla" || v == "finetune") fit<Mask, Attn<Sm, gate::None, Mask>>(run, c);
-  else if (v == "register") fit<Mask, Attn<Sm, gate::None, Mask>, tokens::Registers>(run, c);
-  else if (v == "sink") fit<Mask, Attn<score::SoftmaxSink, gate::None, Mask>>(run, c);
-  else if (v == "iga") fit<Mask, Attn<Sm, IgaGate, Mask>>(run, c);
-  else if (v == "vga" || v == "retrofit_vga") fit<Mask, Attn<Sm, VgaGate, Mask>>(run, c);
-  else sinklab::detail::fail("vga_lm: unknown variant '", v, "'");
-}
-
-// What one run costs: seconds per training step of the vanilla model (one warm-up step, then the
-// mean of three), per evaluation, and for the final evaluation with W8A8.
-struct Timing {
-  double step = 0, eval = 0, final_eval = 0;
-  double run(int64_t steps, int64_t eval_every) const {
-    return step * double(steps) + eval * double(steps / eval_every) + final_eval;
-  }
-};
-
-template <class Mask>
-Timing time_run(const FamilyCtx& c) {
-  using Clock = std::chrono::steady_clock;
-  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-  Rng rng(0), data(1);
-  typename VanillaOf<Mask>::template Module<float> model("", c.cfg, rng);
-  auto params = nn::parameter_list<float>(model);
-  optim::AdamW<float> opt(params, {.lr = c.s->lr});
-  autodiff::Tape<float> tape;
-  auto step = [&] {
-    const data::TokenBatch b = c.task.sample(data, c.s->batch);
-    tape.clear();
-    opt.zero_grad();
-    auto loss = model.loss(tape, b.x, b.y);
-    tape.backward(loss);
-    optim::clip_grad_norm(params, 1.0);
-    opt.step();
-  };
-  step();
-  Timing t;
-  auto t0 = Clock::now();
-  for (int i = 0; i < 3; ++i) step();
-  t.step = since(t0) / 3.0;
-  t0 = Clock::now();
-  evaluate(model, c.ev, *c.s, false, false);
-  t.eval = since(t0);
-  t0 = Clock::now();
-  evaluate(model, c.ev, *c.s, false, true);
-  t.final_eval = since(t0);
-  return t;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Summaries
 
 struct PaperRow {
   double ppl, max_norm, kurtosis, w8a8_delta;
@@ -698,18 +360,11 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember(all_variants()))
       ->capture_default_str();
-  app.add_option("--d-model", s.d_model, "model width")->check(CLI::Range(int64_t{8}, int64_t{4096}))->capture_default_str();
-  app.add_option("--layers", s.layers, "transformer layers")->check(CLI::Range(int64_t{1}, int64_t{64}))->capture_default_str();
-  app.add_option("--heads", s.heads, "attention heads (must divide --d-model)")
-      ->check(CLI::Range(int64_t{1}, int64_t{256}))
-      ->capture_default_str();
-  app.add_option("--seq-len", s.seq_len, "tokens per sequence, the leading [CLS]/BOS included")
-      ->check(CLI::Range(int64_t{4}, int64_t{4096}))
-      ->capture_default_str();
-  app.add_option("--batch", s.batch, "sequences per training batch")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--vocab", s.vocab, "vocabulary size: [CLS]/BOS, [MASK], <unk> and the most frequent words")
-      ->check(CLI::Range(int64_t{8}, int64_t{1} << 20))
-      ->capture_default_str();
+  examples::add_lm_flags(app, s);
+  // Both families: an encoder's layers, [MASK] among the specials, a masked position beside [CLS].
+  app.get_option("--layers")->description("transformer layers");
+  app.get_option("--vocab")->description("vocabulary size: [CLS]/BOS, [MASK], <unk> and the most frequent words");
+  app.get_option("--seq-len")->description("tokens per sequence, the leading [CLS]/BOS included (at least 4)");
   app.add_option("--registers", s.registers, "register tokens of the 'register' variant (prepended)")
       ->check(CLI::Range(int64_t{1}, int64_t{64}))
       ->capture_default_str();
@@ -729,13 +384,6 @@ int main(int argc, char** argv) {
                  "defaults (embeddings N(0, 1), Linear U(±1/√fan_in))")
       ->check(CLI::IsMember({"normal", "pytorch"}))
       ->capture_default_str();
-  app.add_option("--eval-every", s.eval_every, "evaluate every N steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
-  app.add_option("--eval-batch", s.eval_batch, "sequences per validation / calibration batch")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
-      ->capture_default_str();
-  app.add_option("--val-batches", s.val_batches, "fixed validation batches (perplexity, W8A8)")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
-      ->capture_default_str();
   app.add_option("--probe-batches", s.probe_batches, "validation batches probed for outlier and attention statistics")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
@@ -743,11 +391,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   app.add_option("--eval-seed", s.eval_seed, "seed of the validation masking and the calibration batches")->capture_default_str();
-  app.add_option("--text", s.text_file, "train on this plain-text file (one sentence per line) instead of the Brown corpus");
-  app.add_option("--brown-dir", s.brown_dir, "folder of the Brown corpus (default: $SINKLAB_DATA/brown or the cache)");
-  app.add_flag("--smoke", s.smoke,
-               "a seconds-long preset on built-in sentences (CTest; no corpus needed, results meaningless)");
-  app.add_flag("!--no-plots", s.plots, "skip the gnuplot figures");
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -771,12 +414,13 @@ int main(int argc, char** argv) {
   }
 
   try {
-    SINKLAB_CHECK(s.d_model % s.heads == 0, "vga_lm: --heads ", s.heads, " does not divide --d-model ", s.d_model);
+    SINKLAB_CHECK(s.seq_len >= 4, "--seq-len ", s.seq_len, " leaves the masked LM too few positions (at least 4)");
+    SINKLAB_CHECK(s.d_model % s.heads == 0, "--heads ", s.heads, " does not divide --d-model ", s.d_model);
     if (flags.threads > 0) set_num_threads(flags.threads);
     std::vector<std::string> variants;
     for (const auto& v : all_variants())
       if (std::find(s.variants.begin(), s.variants.end(), v) != s.variants.end()) variants.push_back(v);
-    SINKLAB_CHECK(!variants.empty(), "vga_lm: --variants selects nothing");
+    SINKLAB_CHECK(!variants.empty(), "--variants selects nothing");
     const int64_t retrofit_steps = std::max<int64_t>(1, std::llround(double(flags.steps) * s.retrofit_fraction));
 
     const Corpus corpus = load_corpus(s);
@@ -784,7 +428,7 @@ int main(int argc, char** argv) {
                 "of validation words)\n",
                 corpus.source.c_str(), corpus.train.size(), corpus.validation.size(),
                 static_cast<long long>(corpus.vocab), 100.0 * corpus.unk_rate);
-    SINKLAB_CHECK(static_cast<int64_t>(corpus.train.size()) > s.seq_len, "vga_lm: the training stream (",
+    SINKLAB_CHECK(static_cast<int64_t>(corpus.train.size()) > s.seq_len, "the training stream (",
                   corpus.train.size(), " words) is shorter than --seq-len ", s.seq_len);
 
     std::vector<bool> families;
@@ -812,7 +456,7 @@ int main(int argc, char** argv) {
       c.cfg.tokens = {.count = s.registers, .placement = tokens::Placement::Prepend};
       c.pretrain_steps = flags.steps;
       c.retrofit_steps = retrofit_steps;
-      const Timing tm = families[f] ? time_run<mask::Bidirectional>(c) : time_run<mask::Causal>(c);
+      const Timing tm = families[f] ? time_encoder(c) : time_decoder(c);
       double fam_seconds = 0;
       int64_t steps = 0;
       for (const auto& v : variants) {
@@ -824,15 +468,13 @@ int main(int argc, char** argv) {
       steps *= static_cast<int64_t>(flags.seeds.size());
       fam_seconds *= double(flags.seeds.size());
       estimate += fam_seconds;
-      Rng r0(0);
-      typename VanillaOf<mask::Causal>::template Module<float> counter("", c.cfg, r0);
       std::printf("%s: %lld layers, d = %lld, %lld heads, GELU FFN %lld, T = %lld, batch %lld, %lld parameters "
                   "(vanilla); on %d thread(s) %.3f s per training step, %.2f s per evaluation, %.2f s for the final "
                   "one (W8A8) -> one %lld-step run ~ %s; %lld steps in all ~ %s\n",
                   families[f] ? "encoder" : "decoder", static_cast<long long>(s.layers),
                   static_cast<long long>(s.d_model), static_cast<long long>(s.heads),
                   static_cast<long long>(4 * s.d_model), static_cast<long long>(s.seq_len),
-                  static_cast<long long>(s.batch), static_cast<long long>(nn::parameter_count<float>(counter)),
+                  static_cast<long long>(s.batch), static_cast<long long>(vanilla_parameters(c)),
                   num_threads(), tm.step, tm.eval, tm.final_eval, static_cast<long long>(flags.steps),
                   experiment::format_duration(tm.run(flags.steps, s.eval_every)).c_str(),
                   static_cast<long long>(steps), experiment::format_duration(fam_seconds).c_str());
@@ -857,8 +499,8 @@ int main(int argc, char** argv) {
       for (const auto& v : kRetrofit) m.set_steps(v, retrofit_steps);
       c.matrix = &m;
       const bool done = m.run([&](experiment::Run& run) {
-        if (enc) run_variant<mask::Bidirectional>(run, c);
-        else run_variant<mask::Causal>(run, c);
+        if (enc) run_encoder(run, c);
+        else run_decoder(run, c);
       });
       if (!done) return 130;
       FamilyOut o = summarize_family(m, enc, s, c);
