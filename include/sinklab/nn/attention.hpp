@@ -239,6 +239,7 @@ struct Attention {
     // not rotated them yet, the core, head-output edits, W_O.
     Var<T, Device> attend(Tape<T, Device>& tape, Var<T, Device> x, Projections<T, Device> p,
                           const Extras<T, Device>& ex, Path route) {
+      SINKLAB_CHECK(route != Path::InPlace, "Attention '", name, "': attend() takes the route project() was given");
       if constexpr (Gate::enabled) {
         SINKLAB_CHECK(p.gate.defined(), "Attention '", name,
                       "': gate::FromAnchor needs gate logits (Extras::gate_logits or anchor mixing that sets them)");
