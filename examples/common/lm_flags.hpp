@@ -1,7 +1,7 @@
-// The command-line flags the Llama-like language-model studies share (outlier_rescaling,
-// exoformer): the model's shape, the batch, the vocabulary, the evaluation cadence, the text
-// source, --smoke and --no-plots. Settings is any struct with those fields; each example adds its
-// optimiser and variant flags beside these.
+// The command-line flags the language-model studies share: the model's shape, the batch, the
+// vocabulary, the evaluation cadence, the text source, --smoke and --no-plots; and, where the
+// study's Settings has the field, --corpus, --init and --preset (sink_preset.hpp). Settings is
+// any struct with those fields; each example adds its optimiser and variant flags beside these.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -29,6 +29,22 @@ void add_lm_flags(CLI::App& app, Settings& s) {
       ->check(CLI::Range(I{1}, I{1} << 20))->capture_default_str();
   app.add_option("--text", s.text_file, "train on this text instead of Brown (one sentence per line)");
   app.add_option("--brown-dir", s.brown_dir, "the Brown corpus folder (default: the data cache)");
+  if constexpr (requires { s.corpus; })
+    app.add_option("--corpus", s.corpus,
+                   "comma-separated texts: brown, sotu, moby-dick (scripts/fetch-data.sh fetches them; --text wins)")
+        ->capture_default_str();
+  if constexpr (requires { s.init; })
+    app.add_option("--init", s.init,
+                   "initialisation of every matrix and table: normal (N(0, 0.02); BERT, OPT), gu (N(0, sqrt(2/5d)); "
+                   "Gu et al.), pytorch (PyTorch's module defaults: embeddings N(0, 1), Linear U(±1/√fan_in))")
+        ->check(CLI::IsMember({"normal", "gu", "pytorch"}))
+        ->capture_default_str();
+  if constexpr (requires { s.preset; })
+    app.add_option("--preset", s.preset,
+                   "sink: the setting in which the vanilla decoder formed an attention sink (context 256, AdamW 3e-3 "
+                   "constant after warm-up, weight decay 0.5, init gu, Brown + sotu + moby-dick, 5000 steps; "
+                   "docs/results/sink-emergence.md); flags given on the command line, --quick and --smoke still win")
+        ->check(CLI::IsMember({"sink"}));
   app.add_flag("--smoke", s.smoke, "seconds, on built-in sentences (the CTest smoke test; results are meaningless)");
   app.add_flag("!--no-plots", s.plots, "write the data but do not run gnuplot");
 }

@@ -2,7 +2,9 @@
 // one run: the evaluation data, the context a run is trained in, and the training step on a fresh
 // batch of windows of the training text (every variant of a seed draws the same windows).
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sinklab/data/token_batch.hpp"
@@ -27,10 +29,18 @@ struct LmContext {
   int64_t steps = 0;
 };
 
+// The initialisation --init names (lm_flags.hpp): N(0, 0.02), Gu et al.'s N(0, √(2/(5d))), or
+// PyTorch's module defaults.
+inline sinklab::nn::Init model_init(const std::string& name, int64_t d_model) {
+  if (name == "gu") return sinklab::nn::Init::normal(std::sqrt(2.0 / (5.0 * double(d_model))));
+  if (name == "pytorch") return sinklab::nn::Init::pytorch();
+  return sinklab::nn::Init::normal(0.02);
+}
+
 // A study's run context (an LmContext, or a study's own with the same fields): its settings, the
 // training text, the evaluation data, the steps per run, and the decoder's shape from the settings
-// (d_model, layers, heads, max_len = seq_len) and the corpus' vocabulary. A study adjusts cfg after
-// (QK-norm, z-loss, RoPE base, …).
+// (d_model, layers, heads, max_len = seq_len, the --init where Settings has one) and the corpus'
+// vocabulary. A study adjusts cfg after (QK-norm, z-loss, RoPE base, …).
 template <class Context, class Settings>
 Context lm_context(const Settings& s, const std::vector<int32_t>& train, const LmEvalData& ev, int64_t vocab,
                    int64_t steps) {
@@ -44,6 +54,7 @@ Context lm_context(const Settings& s, const std::vector<int32_t>& train, const L
   c.cfg.layers = s.layers;
   c.cfg.heads = s.heads;
   c.cfg.max_len = s.seq_len;
+  if constexpr (requires { s.init; }) c.cfg.init = model_init(s.init, s.d_model);
   return c;
 }
 

@@ -1,7 +1,9 @@
 // What the language-model examples read: --text FILE (one sentence per line), the built-in
-// smoke-test sentences (--smoke: no network, no corpus; for CTest), or the Brown corpus, with a
-// message that says how to fetch it when it is missing.
+// smoke-test sentences (--smoke: no network, no corpus; for CTest), or --corpus: the Brown corpus
+// and the prose documents scripts/fetch-data.sh fetches, with a message that says how to fetch
+// a text when it is missing.
 #pragma once
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +13,8 @@
 
 #include "sinklab/core/error.hpp"
 #include "sinklab/data/brown.hpp"
+#include "sinklab/data/cache_dir.hpp"
+#include "sinklab/data/prose.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/io/files.hpp"
 
@@ -59,6 +63,51 @@ inline Sentences load_sentences(const char* program, const std::string& text_fil
     s.source = "Brown corpus (" + std::to_string(s.lines.size()) + " sentences)";
   }
   return s;
+}
+
+// The texts --corpus names, comma-separated ("brown", "sotu", "moby-dick"), in that order: Brown's
+// sentences and the prose documents, each document closed by an <eod> word (Brown comes as
+// sentences without its document boundaries). --text and --smoke take precedence. Every name is
+// checked before anything is read; a missing text exits with status 2 and the fetch command.
+inline Sentences load_corpus(const char* program, const std::string& corpus, const std::string& text_file,
+                             const std::string& brown_dir, bool smoke) {
+  namespace fs = std::filesystem;
+  using namespace sinklab;
+  if (smoke || !text_file.empty()) return load_sentences(program, text_file, brown_dir, smoke);
+  std::vector<std::string> parts;
+  for (std::size_t at = 0; at <= corpus.size();) {
+    const std::size_t comma = std::min(corpus.find(',', at), corpus.size());
+    parts.push_back(corpus.substr(at, comma - at));
+    at = comma + 1;
+  }
+  for (const auto& part : parts)
+    SINKLAB_CHECK(part == "brown" || part == "sotu" || part == "moby-dick", program, ": --corpus: unknown text '", part,
+                  "' (known: brown, sotu, moby-dick)");
+  Sentences out;
+  for (const auto& part : parts) {
+    if (part == "brown") {
+      Sentences b = load_sentences(program, "", brown_dir, false);
+      out.lines.insert(out.lines.end(), b.lines.begin(), b.lines.end());
+      out.source += (out.source.empty() ? "" : " + ") + b.source;
+      continue;
+    }
+    const fs::path dir = data::data_cache_dir() / part;
+    if (!fs::is_directory(dir)) {
+      std::fprintf(stderr, "%s: --corpus %s: %s is missing; fetch it with `scripts/fetch-data.sh %s`\n", program,
+                   part.c_str(), dir.string().c_str(), part.c_str());
+      std::exit(2);
+    }
+    const auto docs = data::load_prose_documents(dir);
+    std::size_t n = 0;
+    for (auto doc : docs) {
+      doc.back() += " <eod>";
+      n += doc.size();
+      out.lines.insert(out.lines.end(), doc.begin(), doc.end());
+    }
+    out.source += (out.source.empty() ? "" : " + ") + part + " (" + std::to_string(docs.size()) + " documents, " +
+                  std::to_string(n) + " sentences)";
+  }
+  return out;
 }
 
 }  // namespace examples

@@ -34,6 +34,7 @@
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
+#include "../common/sink_preset.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/data/word_lm.hpp"
@@ -117,7 +118,7 @@ Json settings_json(const Settings& s, const std::string& source, int64_t vocab) 
               {"min_lr_ratio", s.min_lr_ratio}, {"clip", s.clip},     {"z_loss", s.z_loss},
               {"rope_theta", s.rope_theta}, {"diverge_margin", s.diverge_margin},
               {"pca_threshold", s.pca_threshold}, {"eval_every", s.eval_every}, {"eval_batch", s.eval_batch},
-              {"val_batches", s.val_batches}, {"eval_seed", s.eval_seed}, {"text", source}};
+              {"val_batches", s.val_batches}, {"eval_seed", s.eval_seed}, {"init", s.init}, {"text", source}};
 }
 
 
@@ -408,6 +409,7 @@ int main(int argc, char** argv) {
   app.add_option("--pca-threshold", s.pca_threshold, "variance fraction the PCA core features explain")
       ->check(CLI::Range(0.01, 1.0))->capture_default_str();
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
+  examples::sink_preset(app, flags, s);
   if (flags.quick) {
     experiment::preset(app, "--steps", flags.steps, 500);
     experiment::preset(app, "--d-model", s.d_model, 64);
@@ -430,7 +432,7 @@ int main(int argc, char** argv) {
     for (const auto& v : variants) parse_variant(v);  // names the bad one before anything runs
     if (flags.threads > 0) set_num_threads(flags.threads);
 
-    const examples::Sentences text = examples::load_sentences("exoformer", s.text_file, s.brown_dir, s.smoke);
+    const examples::Sentences text = examples::load_corpus("exoformer", s.corpus, s.text_file, s.brown_dir, s.smoke);
     const data::WordLmCorpus corpus = data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = 1});
     std::printf("text: %s; %zu training and %zu validation words, vocabulary %lld (BOS, <unk> %.1f%% of validation "
                 "words)\n",

@@ -27,6 +27,8 @@ struct Settings {
   double pca_threshold = 0.99;  // PCA core features: components explaining this fraction of the variance
   int64_t eval_every = 100, eval_batch = 16, val_batches = 8;
   uint64_t eval_seed = 20251125;
+  std::string init = "normal";  // --init (examples/common/lm_flags.hpp)
+  std::string corpus = "brown", preset;
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
 };

@@ -32,6 +32,7 @@
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
 #include "../common/sentences.hpp"
+#include "../common/sink_preset.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/data/word_lm.hpp"
@@ -77,7 +78,7 @@ Json settings_json(const Settings& s, const std::string& source, int64_t vocab) 
               {"beta2", s.beta2},     {"warmup", s.warmup},   {"clip", s.clip},           {"min_lr_ratio", s.min_lr_ratio},
               {"epsilon", s.epsilon}, {"eval_every", s.eval_every}, {"eval_batch", s.eval_batch},
               {"val_batches", s.val_batches}, {"eval_seed", s.eval_seed}, {"diverge_margin", s.diverge_margin},
-              {"text", source}};
+              {"init", s.init}, {"text", source}};
 }
 
 using Summary = examples::StudySummary<Settings>;
@@ -434,6 +435,7 @@ int main(int argc, char** argv) {
   examples::add_optimiser_flags(app, s);  // then cosine decay
   app.add_option("--epsilon", s.epsilon, "the sink rate's threshold ε")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
+  examples::sink_preset(app, flags, s);
   if (flags.quick) {
     experiment::preset(app, "--steps", flags.steps, 600);
     experiment::preset(app, "--d-model", s.d_model, 64);
@@ -448,7 +450,7 @@ int main(int argc, char** argv) {
     for (const auto& v : variants) gradient_sinks::parse_variant(v);  // names the bad one before anything runs
     if (flags.threads > 0) set_num_threads(flags.threads);
 
-    const examples::Sentences text = examples::load_sentences("gradient_sinks", s.text_file, s.brown_dir, s.smoke);
+    const examples::Sentences text = examples::load_corpus("gradient_sinks", s.corpus, s.text_file, s.brown_dir, s.smoke);
     const data::WordLmCorpus corpus = data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = 1});
     std::printf("text: %s; %zu training and %zu validation words, vocabulary %lld\n", text.source.c_str(),
                 corpus.train.size(), corpus.validation.size(), static_cast<long long>(corpus.vocab));
@@ -460,9 +462,10 @@ int main(int argc, char** argv) {
     const auto c =
         examples::lm_context<gradient_sinks::Context>(s, corpus.train, ev, corpus.vocab, flags.steps);
     std::printf("model: %lld layers, d = %lld, %lld heads, pre-norm RMSNorm, RoPE, SwiGLU; T = %lld, batch %lld; AdamW %g "
-                "(wd %g), cosine; %lld steps per run, %zu variant(s) x %zu seed(s)\n",
+                "(wd %g), %s; %lld steps per run, %zu variant(s) x %zu seed(s)\n",
                 static_cast<long long>(s.layers), static_cast<long long>(s.d_model), static_cast<long long>(s.heads),
                 static_cast<long long>(s.seq_len), static_cast<long long>(s.batch), s.lr, s.weight_decay,
+                s.min_lr_ratio < 1 ? ("cosine to " + fixed(s.min_lr_ratio, 2) + " of the peak").c_str() : "constant after warm-up",
                 static_cast<long long>(flags.steps), variants.size(), flags.seeds.size());
 
     Matrix m("gradient_sinks", flags, variants, settings_json(s, text.source, corpus.vocab), argc, argv);

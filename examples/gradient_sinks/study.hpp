@@ -26,6 +26,8 @@ struct Settings {
   double epsilon = 0.3;         // the ε of the sink rate (α_0 > ε over the first 64 queries)
   int64_t eval_every = 250, eval_batch = 16, val_batches = 8;
   uint64_t eval_seed = 20251125;
+  std::string init = "normal";  // --init (examples/common/lm_flags.hpp)
+  std::string corpus = "brown", preset;
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
 };

@@ -33,6 +33,7 @@
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
+#include "../common/sink_preset.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/data/word_lm.hpp"
@@ -104,7 +105,7 @@ Json settings_json(const Settings& s, const std::string& source, int64_t vocab) 
               {"warmup", s.warmup},         {"clip", s.clip},             {"min_lr_ratio", s.min_lr_ratio},
               {"diverge_margin", s.diverge_margin}, {"eval_every", s.eval_every},
               {"eval_batch", s.eval_batch}, {"val_batches", s.val_batches}, {"calib_batches", s.calib_batches},
-              {"sink_dim_ratio", s.sink_dim_ratio}, {"eval_seed", s.eval_seed}, {"text", source},
+              {"sink_dim_ratio", s.sink_dim_ratio}, {"eval_seed", s.eval_seed}, {"init", s.init}, {"text", source},
               {"dyt_embed_scale", "1/0.02 (unit-rms embeddings), learnable"}};
 }
 
@@ -432,6 +433,7 @@ int main(int argc, char** argv) {
   app.add_option("--calib-batches", s.calib_batches, "PTQ calibration batches (from the training text)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
+  examples::sink_preset(app, flags, s);
   if (flags.quick) {
     experiment::preset(app, "--steps", flags.steps, 400);
     experiment::preset(app, "--d-model", s.d_model, 64);
@@ -446,7 +448,7 @@ int main(int argc, char** argv) {
     for (const auto& v : variants) parse_variant(v);  // names the bad one before anything runs
     if (flags.threads > 0) set_num_threads(flags.threads);
 
-    const examples::Sentences text = examples::load_sentences("outlier_rescaling", s.text_file, s.brown_dir, s.smoke);
+    const examples::Sentences text = examples::load_corpus("outlier_rescaling", s.corpus, s.text_file, s.brown_dir, s.smoke);
     const data::WordLmCorpus corpus = data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = 1});
     std::printf("text: %s; %zu training and %zu validation words, vocabulary %lld (BOS, <unk> %.1f%% of validation "
                 "words)\n",

@@ -24,6 +24,8 @@ struct Settings {
   int64_t eval_every = 100, eval_batch = 16, val_batches = 8, calib_batches = 4;
   double sink_dim_ratio = 5.0;  // a residual-sink dimension: median |x| over tokens >= this × the median |x|
   uint64_t eval_seed = 20251125;
+  std::string init = "normal";  // --init (examples/common/lm_flags.hpp)
+  std::string corpus = "brown", preset;
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
 };

@@ -28,8 +28,6 @@
 #include "../common/smoke_preset.hpp"
 #include "../common/study_summary.hpp"
 #include "sinklab/core/parallel.hpp"
-#include "sinklab/data/cache_dir.hpp"
-#include "sinklab/data/prose.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/io/files.hpp"
 #include "study.hpp"
@@ -45,46 +43,6 @@ using sink_emergence::Settings;
 namespace {
 
 using Summary = examples::StudySummary<Settings>;
-
-// The training text: Brown's sentences and the prose documents, each document closed by an
-// <eod> word (Brown comes as sentences without its document boundaries).
-examples::Sentences load_corpus(const Settings& s) {
-  examples::Sentences out;
-  if (s.smoke || !s.text_file.empty()) return examples::load_sentences("sink_emergence", s.text_file, s.brown_dir, s.smoke);
-  std::vector<std::string> parts;
-  for (std::size_t at = 0; at <= s.corpus.size();) {
-    const std::size_t comma = std::min(s.corpus.find(',', at), s.corpus.size());
-    parts.push_back(s.corpus.substr(at, comma - at));
-    at = comma + 1;
-  }
-  for (const auto& part : parts)  // every name checked before anything is read
-    SINKLAB_CHECK(part == "brown" || part == "sotu" || part == "moby-dick", "sink_emergence: --corpus: unknown text '",
-                  part, "' (known: brown, sotu, moby-dick)");
-  for (const auto& part : parts) {
-    if (part == "brown") {
-      examples::Sentences b = examples::load_sentences("sink_emergence", "", s.brown_dir, false);
-      out.lines.insert(out.lines.end(), b.lines.begin(), b.lines.end());
-      out.source += (out.source.empty() ? "" : " + ") + b.source;
-    } else {
-      const fs::path dir = data::data_cache_dir() / part;
-      if (!fs::is_directory(dir)) {
-        std::fprintf(stderr, "sink_emergence: --corpus %s: %s is missing; fetch it with `scripts/fetch-data.sh %s`\n",
-                     part.c_str(), dir.string().c_str(), part.c_str());
-        std::exit(2);
-      }
-      const auto docs = data::load_prose_documents(dir);
-      std::size_t n = 0;
-      for (auto doc : docs) {
-        doc.back() += " <eod>";
-        n += doc.size();
-        out.lines.insert(out.lines.end(), doc.begin(), doc.end());
-      }
-      out.source += (out.source.empty() ? "" : " + ") + part + " (" + std::to_string(docs.size()) + " documents, " +
-                    std::to_string(n) + " sentences)";
-    }
-  }
-  return out;
-}
 
 Json settings_json(const Settings& s, const std::string& source, int64_t vocab) {
   return Json{{"d_model", s.d_model}, {"layers", s.layers}, {"heads", s.heads}, {"seq_len", s.seq_len},
@@ -309,10 +267,6 @@ int main(int argc, char** argv) {
   }() + "); " + sink_emergence::factor_help())->delimiter(',');
   examples::add_lm_flags(app, s);
   examples::add_optimiser_flags(app, s);
-  app.add_option("--init", s.init, "the base cell's initialisation: normal (N(0, 0.02)), gu (N(0, sqrt(2/5d))), pytorch")
-      ->check(CLI::IsMember({"normal", "gu", "pytorch"}))->capture_default_str();
-  app.add_option("--corpus", s.corpus, "comma-separated texts: brown, sotu, moby-dick (scripts/fetch-data.sh fetches them)")
-      ->capture_default_str();
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
   if (flags.quick) {
     experiment::preset(app, "--steps", flags.steps, 300);
@@ -333,7 +287,7 @@ int main(int argc, char** argv) {
     for (const auto& c : cells) sink_emergence::parse_cell(c, s);  // names the bad one before anything runs
     if (flags.threads > 0) set_num_threads(flags.threads);
 
-    const examples::Sentences text = load_corpus(s);
+    const examples::Sentences text = examples::load_corpus("sink_emergence", s.corpus, s.text_file, s.brown_dir, s.smoke);
     const data::WordLmCorpus corpus = data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = 1});
     std::printf("text: %s; %zu training and %zu validation words, vocabulary %lld (<unk> %.1f%% of validation)\n",
                 text.source.c_str(), corpus.train.size(), corpus.validation.size(), static_cast<long long>(corpus.vocab),

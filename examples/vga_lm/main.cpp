@@ -70,6 +70,7 @@
 #include "../common/cli_checks.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
+#include "../common/sink_preset.hpp"
 #include "../common/smoke_preset.hpp"
 #include "sinklab/experiment/experiment.hpp"
 #include "sinklab/io/files.hpp"
@@ -379,11 +380,6 @@ int main(int argc, char** argv) {
                  "W_g = 0 only (the gate halves the attention output at the start)")
       ->check(CLI::IsMember({"preserve", "half"}))
       ->capture_default_str();
-  app.add_option("--init", s.init,
-                 "initialisation: normal = every matrix and table N(0, 0.02) (BERT, OPT); pytorch = PyTorch's module "
-                 "defaults (embeddings N(0, 1), Linear U(±1/√fan_in))")
-      ->check(CLI::IsMember({"normal", "pytorch"}))
-      ->capture_default_str();
   app.add_option("--probe-batches", s.probe_batches, "validation batches probed for outlier and attention statistics")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
@@ -392,6 +388,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--eval-seed", s.eval_seed, "seed of the validation masking and the calibration batches")->capture_default_str();
   if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
+  examples::sink_preset(app, flags, s);
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (flags.quick) {
@@ -452,7 +449,7 @@ int main(int argc, char** argv) {
       c.cfg.heads = s.heads;
       c.cfg.ffn_hidden = 4 * s.d_model;
       c.cfg.max_len = s.seq_len;
-      c.cfg.init = s.init == "pytorch" ? nn::Init::pytorch() : nn::Init::normal(0.02);
+      c.cfg.init = examples::model_init(s.init, s.d_model);
       c.cfg.tokens = {.count = s.registers, .placement = tokens::Placement::Prepend};
       c.pretrain_steps = flags.steps;
       c.retrofit_steps = retrofit_steps;

@@ -41,7 +41,8 @@ struct Settings {
   double lr = 3e-3, weight_decay = 0.1, beta2 = 0.98, warmup = 0.05, clip = 1.0, min_lr_ratio = 0.1;
   double retrofit_fraction = 0.05, retrofit_lr = 1e-3;
   std::string retrofit_init = "preserve";
-  std::string init = "normal";  // normal: N(0, 0.02) (BERT/OPT); pytorch: PyTorch's module defaults
+  std::string init = "normal";  // --init (examples/common/lm_flags.hpp)
+  std::string corpus = "brown", preset;
   int64_t eval_every = 100, eval_batch = 16, val_batches = 8, probe_batches = 2, calib_batches = 4;
   uint64_t eval_seed = 20250923;
   std::string text_file, brown_dir;
@@ -65,14 +66,14 @@ inline Json settings_json(const Settings& s, const std::string& family, const st
               {"text", text_source}};
 }
 
-// The corpus: --text, the built-in smoke sentences or Brown (examples/common/sentences.hpp), split
+// The corpus: --text, the built-in smoke sentences or --corpus (examples/common/sentences.hpp), split
 // and tokenised by data::make_word_lm; windows start with kFirst.
 struct Corpus : data::WordLmCorpus {
   std::string source;
 };
 
 inline Corpus load_corpus(const Settings& s) {
-  const examples::Sentences text = examples::load_sentences("vga_lm", s.text_file, s.brown_dir, s.smoke);
+  const examples::Sentences text = examples::load_corpus("vga_lm", s.corpus, s.text_file, s.brown_dir, s.smoke);
   Corpus c{data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = kSpecials}), text.source};
   return c;
 }

@@ -68,3 +68,6 @@ endif()
 
 # 5. A second run into the same folder is refused; --resume reads every run back.
 expect_refusal_then_resume(${n_variants} ${cmd} --steps 12)
+
+# 6. --preset sink: the sink-forming setting, with the command line and --smoke winning.
+expect_sink_preset(${EXE} ${OUT}/preset run.json --variants baseline)

@@ -93,3 +93,23 @@ function(expect_output_has output)
     endif()
   endforeach()
 endfunction()
+
+# --preset sink (examples/common/sink_preset.hpp) sets the sink-forming setting where the command
+# line did not: under --smoke the run is still tiny, but run.json records Gu's init and the flag
+# given (--min-lr-ratio 0.5) instead of the preset's constant rate; an unknown preset is refused.
+# `run_json`: its place under the run's --out; ARGN: flags that keep the run short (a cheap variant).
+function(expect_sink_preset exe out_dir run_json)
+  expect_failure("--preset: nope not in \\{sink\\}" "an unknown preset" ${exe} --smoke --preset nope --out ${out_dir}/bad)
+  execute_process(COMMAND ${exe} --smoke --preset sink --min-lr-ratio 0.5 --steps 2 --no-plots --out ${out_dir}/run ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "preset sink: ")
+    message(FATAL_ERROR "--preset sink --smoke failed (rc=${rc}) or did not say it applied the preset\n${out}\n${err}")
+  endif()
+  file(READ "${out_dir}/run/${run_json}" json)
+  string(JSON init GET "${json}" settings init)
+  string(JSON ratio GET "${json}" settings min_lr_ratio)
+  if(NOT init STREQUAL "gu" OR NOT ratio STREQUAL "0.5")
+    message(FATAL_ERROR "--preset sink --min-lr-ratio 0.5: expected init gu and min_lr_ratio 0.5 in run.json, got "
+                        "init ${init}, min_lr_ratio ${ratio}")
+  endif()
+endfunction()

@@ -83,4 +83,7 @@ endforeach()
 
 # 6. The same command again is refused; --resume reads every finished run back.
 expect_refusal_then_resume(14 ${EXE} --smoke --threads 2 --out ${OUT}/run)
+
+# 7. --preset sink: the sink-forming setting, with the command line and --smoke winning.
+expect_sink_preset(${EXE} ${OUT}/preset decoder/run.json --family decoder --variants vanilla)
 message(STATUS "vga_lm smoke test passed")
