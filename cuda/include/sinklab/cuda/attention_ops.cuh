@@ -1,9 +1,9 @@
-// The attention kernels of kernels::backend<cuda>, with kernels::cpu's signatures and checks: the
-// fused core (attention.cuh's launchers), the value transform and the gates around it
+// The attention kernels of kernels::backend<cuda>, with kernels::cpu's signatures: the fused core
+// (attention.cuh's launchers), the value transform and the gates around it
 // (kernels/cuda/attention_transforms.hpp), on Tensor<T, cuda>.
 //
-// The shape and parameter checks are the CPU's own (kernels/cpu/attention_common.hpp reads shapes
-// only), so a bad call fails with the same message on either device. Strided inputs (the heads of
+// The shape and parameter checks and the result types are every device's
+// (kernels/attention_contract.hpp), so a bad call fails with the same message on either device. Strided inputs (the heads of
 // a projection read in place) are gathered into dense rows first: the device kernels take
 // [B, heads, L, d] rows at stride d. What stays on the CPU: the materialised reference kernel
 // and the recorder's statistics (probes), and interventions (edits) on the gate — each refused
@@ -21,8 +21,7 @@
 #include "sinklab/cuda/attention_mma.cuh"
 #include "sinklab/cuda/gemm.cuh"
 #include "sinklab/cuda/memory.cuh"
-#include "sinklab/kernels/cpu/attention_common.hpp"
-#include "sinklab/kernels/cpu/attention_transforms.hpp"
+#include "sinklab/kernels/attention_contract.hpp"
 #include "sinklab/kernels/cuda/attention_transforms.hpp"
 
 namespace sinklab::cuda_backend {
@@ -30,7 +29,7 @@ namespace sinklab::cuda_backend {
 template <class T>
 using DeviceTensor = Tensor<T, sinklab::cuda>;
 template <class T>
-using AttentionForward = kernels::cpu::AttentionForward<T, sinklab::cuda>;
+using AttentionForward = kernels::AttentionForward<T, sinklab::cuda>;
 
 // The block shape of the fused kernels for head size d: 128 threads (a query or key row each) and
 // 32-key tiles, the fastest on an H100 at d_head 64 (docs/results/cuda-attention.md), where the
@@ -80,12 +79,12 @@ inline DeviceTensor<int64_t> kv_lengths_on_device(const kernels::AttentionOption
   return DeviceTensor<int64_t>::from(opt.kv_lengths.shape(), opt.kv_lengths.to_vector());
 }
 
-inline kernels::cuda::AttentionShape attention_shape(const kernels::cpu::AttentionDims& dm,
+inline kernels::cuda::AttentionShape attention_shape(const kernels::AttentionDims& dm,
                                                      const kernels::AttentionOptions& opt,
                                                      const DeviceTensor<int64_t>& kv_lengths) {
   kernels::cuda::AttentionShape sh;
   sh.B = dm.B, sh.H = dm.H, sh.Hkv = dm.Hkv, sh.T = dm.T, sh.S = dm.S, sh.d = dm.d;
-  sh.scale = kernels::cpu::detail::score_scale(opt, dm.d);
+  sh.scale = kernels::contract::score_scale(opt, dm.d);
   sh.kv_lengths = kv_lengths.defined() ? kv_lengths.data() : nullptr;
   return sh;
 }
@@ -153,14 +152,14 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
   static_assert(score::is_policy_v<Score>, "attention_fused_forward: Score must be a sinklab::score policy");
   static_assert(mask::is_policy_v<Mask>, "attention_fused_forward: Mask must be a sinklab::mask policy");
   constexpr const char* kernel = "attention_fused_forward (cuda)";
-  const kernels::cpu::AttentionDims dm = kernels::cpu::detail::check_shapes(kernel, q_, k_, v_, opt);
-  kernels::cpu::detail::check_score_params<T, Score, sinklab::cuda>(kernel, score, params, dm);
+  const kernels::AttentionDims dm = kernels::contract::check_shapes(kernel, q_, k_, v_, opt);
+  kernels::contract::check_score_params<T, Score, sinklab::cuda>(kernel, score, params, dm);
   const DeviceTensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous();
   const DeviceTensor<int64_t> kv = detail::kv_lengths_on_device(opt);
   AttentionForward<T> res;
   const bool dense_into = out_into.defined() && out_into.is_contiguous();
   if (out_into.defined())
-    kernels::cpu::detail::check_output_view(kernel, "out", out_into, {dm.B, dm.H, dm.T, dm.d}, {&q_, &k_, &v_});
+    kernels::contract::check_output_view(kernel, "out", out_into, {dm.B, dm.H, dm.T, dm.d}, {&q_, &k_, &v_});
   // Every element of out is written (a row that sees no key gets zeros), so it starts empty.
   DeviceTensor<T> out = dense_into ? out_into : DeviceTensor<T>::empty({dm.B, dm.H, dm.T, dm.d});
   if constexpr (score::saves_lse_v<Score>) res.lse = DeviceTensor<T>::empty({dm.B, dm.H, dm.T});
@@ -189,23 +188,23 @@ AttentionForward<T> attention_fused_forward(const Score& score, const Mask&, con
 
 // dq, dk, dv and the score's parameter gradients from the forward's saved out and lse.
 template <class Score, class Mask, class T>
-kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
+kernels::AttentionGrads<T, Score, sinklab::cuda> attention_fused_backward(
     const Score& score, const Mask&, const DeviceTensor<T>& q_, const DeviceTensor<T>& k_, const DeviceTensor<T>& v_,
     const score::params_t<Score, T, sinklab::cuda>& params, const AttentionForward<T>& fwd,
     const DeviceTensor<T>& dout_, const kernels::AttentionOptions& opt = {}) {
   constexpr const char* kernel = "attention_fused_backward (cuda)";
-  const kernels::cpu::AttentionDims dm = kernels::cpu::detail::check_shapes(kernel, q_, k_, v_, opt);
-  kernels::cpu::detail::check_score_params<T, Score, sinklab::cuda>(kernel, score, params, dm);
+  const kernels::AttentionDims dm = kernels::contract::check_shapes(kernel, q_, k_, v_, opt);
+  kernels::contract::check_score_params<T, Score, sinklab::cuda>(kernel, score, params, dm);
   constexpr bool saved_lse = score::saves_lse_v<Score>;
   constexpr bool needs_D = score::row_grad_t<Score, T>::delta != score::Delta::None;
   static_assert(Score::has_sink || !score::HasRowParamGrad<Score, T>,
                 "attention_fused_backward (cuda): the CUDA kernels sum row parameter gradients for a sink "
                 "(has_sink) only; this score's would be lost");
-  kernels::cpu::detail::check_saved(kernel, q_, dout_, fwd, dm, saved_lse);
+  kernels::contract::check_saved(kernel, q_, dout_, fwd, dm, saved_lse);
   const DeviceTensor<T> q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), dout = dout_.contiguous(),
                         out = fwd.out.contiguous();
   const DeviceTensor<int64_t> kv = detail::kv_lengths_on_device(opt);
-  kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> g;
+  kernels::AttentionGrads<T, Score, sinklab::cuda> g;
   g.dq = DeviceTensor<T>::empty(q.shape());
   g.dk = DeviceTensor<T>::empty(k.shape());
   g.dv = DeviceTensor<T>::empty(v.shape());
@@ -246,7 +245,7 @@ AttentionForward<T> attention_reference_forward(const Score&, const Mask&, const
                           "copy of the model on the cpu");
 }
 template <class Score, class Mask, class T, class... Rest>
-kernels::cpu::AttentionGrads<T, Score, sinklab::cuda> attention_reference_backward(const Score&, const Mask&,
+kernels::AttentionGrads<T, Score, sinklab::cuda> attention_reference_backward(const Score&, const Mask&,
                                                                                    const DeviceTensor<T>&, Rest&&...) {
   ::sinklab::detail::fail("attention_reference_backward: the materialised attention runs on the cpu device only");
 }
@@ -282,7 +281,7 @@ DeviceTensor<T> value_transform_forward(const Value& value, const DeviceTensor<T
 }
 
 template <class Value, class T>
-kernels::cpu::ValueTransformGrads<T, Value, sinklab::cuda> value_transform_backward(
+kernels::ValueTransformGrads<T, Value, sinklab::cuda> value_transform_backward(
     const Value& value, const DeviceTensor<T>& v_, const value::params_t<Value, T, sinklab::cuda>& params,
     const DeviceTensor<T>& dvhat_) {
   constexpr const char* fn = "value_transform_backward (cuda)";
@@ -296,7 +295,7 @@ kernels::cpu::ValueTransformGrads<T, Value, sinklab::cuda> value_transform_backw
     value.check_params(params, v_.size(1), (std::string(fn) + "(" + Value::name + ") for values " + v_.shape().str()).c_str());
     const DeviceTensor<T> v = v_.contiguous(), dvhat = dvhat_.contiguous();
     const int64_t B = v.size(0), Hkv = v.size(1), S = v.size(2), d = v.size(3), rows = v.numel() / std::max<int64_t>(d, 1);
-    kernels::cpu::ValueTransformGrads<T, Value, sinklab::cuda> g;
+    kernels::ValueTransformGrads<T, Value, sinklab::cuda> g;
     g.dv = DeviceTensor<T>::empty(v.shape());
     g.dparams = policy::zeros_like(params);
     DeviceTensor<T> row_grad = DeviceTensor<T>::empty({rows});
@@ -315,7 +314,7 @@ kernels::cpu::ValueTransformGrads<T, Value, sinklab::cuda> value_transform_backw
 template <class Gate, class T>
 DeviceTensor<T> gate_forward(const Gate& gate, const DeviceTensor<T>& x_, const DeviceTensor<T>& logit_,
                              const kernels::Edit<T, sinklab::cuda>& edit = {}) {
-  kernels::cpu::detail::check_gate<Gate>("gate_forward (cuda)", x_, logit_);
+  kernels::contract::check_gate<Gate>("gate_forward (cuda)", x_, logit_);
   detail::refuse_edit(edit, "gate_forward (cuda)");
   const DeviceTensor<T> x = x_.contiguous(), logit = logit_.contiguous();
   const int64_t d = x.size(3), rows = x.numel() / std::max<int64_t>(d, 1);
@@ -327,16 +326,16 @@ DeviceTensor<T> gate_forward(const Gate& gate, const DeviceTensor<T>& x_, const 
 }
 
 template <class Gate, class T>
-kernels::cpu::GateGrads<T, sinklab::cuda> gate_backward(const Gate& gate, const DeviceTensor<T>& x_,
+kernels::GateGrads<T, sinklab::cuda> gate_backward(const Gate& gate, const DeviceTensor<T>& x_,
                                                         const DeviceTensor<T>& logit_, const DeviceTensor<T>& dy_,
                                                         const kernels::Edit<T, sinklab::cuda>& edit = {}) {
-  kernels::cpu::detail::check_gate<Gate>("gate_backward (cuda)", x_, logit_);
+  kernels::contract::check_gate<Gate>("gate_backward (cuda)", x_, logit_);
   SINKLAB_CHECK(dy_.shape() == x_.shape(), "gate_backward (cuda): gradient ", dy_.shape(),
                 " must have the shape of the gated tensor ", x_.shape());
   detail::refuse_edit(edit, "gate_backward (cuda)");
   const DeviceTensor<T> x = x_.contiguous(), logit = logit_.contiguous(), dy = dy_.contiguous();
   const int64_t d = x.size(3), rows = x.numel() / std::max<int64_t>(d, 1);
-  kernels::cpu::GateGrads<T, sinklab::cuda> g{DeviceTensor<T>::empty(x.shape()), DeviceTensor<T>::empty(logit.shape())};
+  kernels::GateGrads<T, sinklab::cuda> g{DeviceTensor<T>::empty(x.shape()), DeviceTensor<T>::empty(logit.shape())};
   detail::gate_backward_kernel<Gate, T><<<detail::blocks_for_rows(rows, kThreads), kThreads>>>(
       gate, x.data(), logit.data(), dy.data(), g.dx.data(), g.dlogit.data(), rows, d);
   check(cudaGetLastError(), "gate_backward_kernel launch");

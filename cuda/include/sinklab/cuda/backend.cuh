@@ -62,7 +62,7 @@ struct backend<sinklab::cuda> {
   }
 
   template <class T, class Device = sinklab::cuda>
-  using AttentionForward = kernels::cpu::AttentionForward<T, Device>;
+  using AttentionForward = kernels::AttentionForward<T, Device>;
 };
 
 #undef SINKLAB_CUDA_KERNEL_BY_HAND

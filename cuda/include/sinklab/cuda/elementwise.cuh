@@ -22,7 +22,7 @@
 #include "sinklab/cuda/device.cuh"
 #include "sinklab/cuda/memory.cuh"
 #include "sinklab/kernels/backend.hpp"
-#include "sinklab/kernels/cpu/elementwise.hpp"  // broadcast_shape: the host's shape check and message
+#include "sinklab/kernels/broadcast.hpp"  // broadcast_shape: the shape check and message of every device
 #include "sinklab/kernels/cuda/elementwise.hpp"
 #include "sinklab/kernels/cuda/reduce.hpp"
 
@@ -245,7 +245,7 @@ Tensor<T, sinklab::cuda> broadcast_binary(const Tensor<T, sinklab::cuda>& a_in, 
     binary(a.data(), b.data(), out.data(), a.numel(), f);
     return out;
   }
-  const Shape os = kernels::cpu::broadcast_shape(a.shape(), b.shape(), op);
+  const Shape os = kernels::broadcast_shape(a.shape(), b.shape(), op);
   Tensor<T, sinklab::cuda> out = Tensor<T, sinklab::cuda>::empty(os);
   if (os.numel() == 0) return out;
   const auto l = kernels::cuda::broadcast_layout(a.shape(), b.shape(), os);
@@ -266,7 +266,7 @@ Tensor<T, sinklab::cuda> sum_to(const Tensor<T, sinklab::cuda>& g_in, const Shap
   const Tensor<T, sinklab::cuda> g = g_in.contiguous();
   Tensor<T, sinklab::cuda> out = Tensor<T, sinklab::cuda>::empty(target);
   if (target.numel() == 0) return out;
-  if (kernels::cpu::detail::is_trailing(target, g.shape())) {
+  if (kernels::is_trailing(target, g.shape())) {
     const int64_t inner = target.numel();
     sum_axis(g.data(), out.data(), kernels::AxisView{1, g.numel() / inner, inner});
     return out;

@@ -17,17 +17,8 @@
 
 namespace sinklab::kernels::cpu {
 
-template <class T, class ValuePolicy, class Dev = sinklab::cpu>
-struct ValueTransformGrads {
-  Tensor<T, Dev> dv;
-  value::params_t<ValuePolicy, T, Dev> dparams;
-};
-
-template <class T, class Dev = sinklab::cpu>
-struct GateGrads {
-  Tensor<T, Dev> dx;      // gradient at the gated tensor's input
-  Tensor<T, Dev> dlogit;  // gradient at the gate logits
-};
+using kernels::GateGrads;
+using kernels::ValueTransformGrads;
 
 namespace detail {
 template <class T, HostDevice Dev>
@@ -110,23 +101,8 @@ ValueTransformGrads<T, Value, Dev> value_transform_backward(const Value& value, 
 // ---------------------------------------------------------------- gates
 
 namespace detail {
-template <class Gate, class T, class Dev>  // shapes only: every device's gate kernels
-int64_t check_gate(const char* fn, const Tensor<T, Dev>& x, const Tensor<T, Dev>& logit) {
-  static_assert(gate::is_policy_v<Gate>,
-                "gate_forward/gate_backward: the first argument must be a sinklab::gate policy");
-  static_assert(Gate::enabled, "gate_forward/gate_backward: gate::None has no gate to apply");
-  SINKLAB_CHECK(x.defined() && x.rank() == 4, fn, ": gated tensor must be [B, heads, tokens, d], got ",
-                x.defined() ? x.shape() : Shape{});
-  const int64_t G = Gate::channels(x.size(3));
-  const Shape want{x.size(0), x.size(1), x.size(2), G};
-  SINKLAB_CHECK(logit.defined() && logit.shape() == want, fn, ": gate logits of shape ",
-                logit.defined() ? logit.shape() : Shape{}, " must be ", want, " for the tensor ", x.shape(), " (",
-                Gate::granularity == gate::Granularity::PerHead ? "per head" : "per channel", ")");
-  return G;
-}
-}  // namespace detail
+using contract::check_gate;  // shapes only: every device's gate kernels
 
-namespace detail {
 // The gate value at logit index i: act(logit[i]), or scale[i]·act(logit[i]) + shift[i] under an
 // active edit (scale and shift null without one).
 template <class Gate, class T>

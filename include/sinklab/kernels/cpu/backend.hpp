@@ -47,7 +47,7 @@ struct backend<sinklab::cpu> {
 
   // What a kernel returns where it returns more than a tensor.
   template <class T, class Device = sinklab::cpu>
-  using AttentionForward = cpu::AttentionForward<T, Device>;
+  using AttentionForward = kernels::AttentionForward<T, Device>;
 };
 
 #undef SINKLAB_CPU_KERNEL_OF

@@ -8,6 +8,7 @@
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/kernels/broadcast.hpp"
 #include "sinklab/policy/activation.hpp"
 #include "sinklab/policy/elementwise.hpp"
 
@@ -50,44 +51,11 @@ void add_inplace(T* y, const T* x, int64_t n) {
   binary(y, x, y, n, fn::Add{});
 }
 
-// The broadcast shape of two shapes (numpy rules, aligned at the trailing axis).
-inline Shape broadcast_shape(const Shape& a, const Shape& b, const char* op) {
-  const int r = std::max(a.rank(), b.rank());
-  int64_t dims[kMaxRank];
-  for (int i = 0; i < r; ++i) {
-    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
-    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    SINKLAB_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast (axis ", i - r,
-                  ": ", da, " vs ", db, ")");
-    dims[i] = da == 1 ? db : da;
-  }
-  return Shape::from_range(dims, dims + r);
-}
-
+using kernels::broadcast_shape;  // the shape math of every device's broadcasting (kernels/broadcast.hpp)
 namespace detail {
-// Strides of `s` (contiguous) laid over a rank-4 output index space, 0 on broadcast axes.
-inline std::array<int64_t, 4> broadcast_strides(const Shape& s, const Shape& out) {
-  std::array<int64_t, 4> st{0, 0, 0, 0};
-  auto cs = contiguous_strides(s);
-  const int pad = 4 - out.rank();
-  for (int i = 0; i < s.rank(); ++i) {
-    const int o = out.rank() - s.rank() + i;
-    st[pad + o] = s[i] == 1 ? 0 : cs[i];
-  }
-  return st;
-}
-inline std::array<int64_t, 4> dims4(const Shape& out) {
-  std::array<int64_t, 4> d{1, 1, 1, 1};
-  for (int i = 0; i < out.rank(); ++i) d[4 - out.rank() + i] = out[i];
-  return d;
-}
-// True when `small` equals the trailing axes of `big` (e.g. a bias [D] against [N, T, D]).
-inline bool is_trailing(const Shape& small, const Shape& big) {
-  if (small.rank() > big.rank()) return false;
-  for (int i = 0; i < small.rank(); ++i)
-    if (small[i] != big[big.rank() - small.rank() + i]) return false;
-  return true;
-}
+using kernels::broadcast_strides;
+using kernels::dims4;
+using kernels::is_trailing;
 }  // namespace detail
 
 // out = f(a, b) with broadcasting; a and b contiguous.

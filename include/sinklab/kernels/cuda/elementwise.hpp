@@ -18,7 +18,7 @@
 
 #include "sinklab/core/config.hpp"
 #include "sinklab/core/shape.hpp"
-#include "sinklab/kernels/cpu/elementwise.hpp"  // broadcast_strides, dims4: the shape math on the host
+#include "sinklab/kernels/broadcast.hpp"  // broadcast_strides, dims4: the shape math on the host
 #include "sinklab/kernels/cuda/strided.hpp"
 #include "sinklab/kernels/simt.hpp"
 
@@ -55,8 +55,8 @@ struct BroadcastLayout {
 };
 inline BroadcastLayout broadcast_layout(const Shape& a, const Shape& b, const Shape& out) {
   BroadcastLayout l;
-  const auto d = cpu::detail::dims4(out);
-  const auto sa = cpu::detail::broadcast_strides(a, out), sb = cpu::detail::broadcast_strides(b, out);
+  const auto d = kernels::dims4(out);
+  const auto sa = kernels::broadcast_strides(a, out), sb = kernels::broadcast_strides(b, out);
   for (int i = 0; i < 4; ++i) {
     l.dims[i] = d[i];
     l.a[i] = sa[i];
@@ -90,8 +90,8 @@ struct SumToLayout {
 };
 inline SumToLayout sum_to_layout(const Shape& g, const Shape& target) {
   SumToLayout l;
-  const auto d = cpu::detail::dims4(g);
-  const auto st = cpu::detail::broadcast_strides(target, g);
+  const auto d = kernels::dims4(g);
+  const auto st = kernels::broadcast_strides(target, g);
   int64_t stride = 1;
   for (int i = 3; i >= 0; --i) {
     l.dims[i] = d[i];
