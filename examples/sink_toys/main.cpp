@@ -310,13 +310,20 @@ std::string claims(const Study& S) {
                   "partly; untestable when the ungated model has no sink"});
   }
   if (S.has(Part::Slow, "slow")) {
+    // Lemma 2(ii) of the paper: the sink can gate through a disproportionately large norm of the
+    // sink token ("massive activation") instead of a spectral spike; the toys of the paper report
+    // no token norm, so the BOS pre-norm ratio is the measured counterpart (taken before the
+    // LayerNorm, which keeps it from scaling the logit as in the lemma). It needs the sink.
     const Spread bos = S.spread(Part::Slow, "slow", "bos_ratio");
-    cl.push_back({"with the loss on the block output the sink comes with a massive BOS activation",
-                  "not in the paper (its loss on the block output, setup b): a sink whose value norm stays "
-                  "large needs another way to be a no-op, such as a massive BOS activation",
+    const bool slow_sink = S.spread(Part::Slow, "slow", "attn0_nop").mean > 0.5;
+    cl.push_back({"with the loss on the block output the sink comes with a large BOS activation",
+                  "Lemma 2(ii): a sink token with a disproportionately large norm ‖x_s‖ (the sink logit scales "
+                  "with ‖Θ‖₂·‖x_s‖) can gate instead of a spectral spike; stated, not measured, in the paper's "
+                  "toys — ours is the measured counterpart, taken before the LayerNorm (setup b)",
                   "BOS pre-norm ratio " + bos.short_str(1) + " (gated: " + S.spread(Part::Slow, "slow_gated", "bos_ratio").short_str(1) + ")",
-                  bos.min > 3 ? Verdict::Reproduced : bos.mean > 1.5 ? Verdict::Partly : Verdict::Not,
-                  "‖x₀ + pos₀ + bos‖ more than 3× the other tokens' in every seed: reproduced; mean > 1.5×: partly"});
+                  !slow_sink ? Verdict::Untestable : bos.min > 3 ? Verdict::Reproduced : bos.mean > 1.5 ? Verdict::Partly : Verdict::Not,
+                  "‖x₀ + pos₀ + bos‖ more than 3× the other tokens' in every seed: reproduced; mean > 1.5×: partly; "
+                  "untestable without a sink (NOP queries' attention to token 0 ≤ 0.5)"});
   }
   // Broadcast: a hub on j* with a normal value and a rank-one update; registers take it over.
   if (S.has(Part::Broadcast, "broadcast")) {

@@ -16,7 +16,7 @@ namespace sink_toys {
 //              (a sink within ~100 steps): the γ and p sweeps, a never-NOP
 //              baseline (λ = 10) and the G1 gate
 //   slow       the NOP toy with the authors' notebook loss on the block output O = z + ΔO
-//              (setup b: an abrupt sink after many steps, with a massive BOS activation), with and
+//              (setup b: an abrupt sink after many steps, with a large BOS activation), with and
 //              without the gate
 //   broadcast  the two-layer broadcast toy, with and without registers
 enum class Part { Nop, Slow, Broadcast };

@@ -144,7 +144,7 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
     const ex::Spread a = ex::summarize(da);
     out.push_back({v + ": no sink on <s>", "Attn_<s> stays at a healthy level (Fig. 4a)",
                    "Attn_<s> " + spread(v, "attn_sink").str() + "; paired change vs vanilla " + a.str(),
-                   !vanilla_sinks         ? ex::Verdict::Not
+                   !vanilla_sinks         ? ex::Verdict::Untestable
                    : all_below(da, 0.2)   ? ex::Verdict::Reproduced
                    : all_below(da, 0.05)  ? ex::Verdict::Partly
                                           : ex::Verdict::Not,
@@ -152,7 +152,7 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
     const ex::Spread r = spread(v, "val_sink_ratio");
     out.push_back({v + ": ‖v_<s>‖ comparable to other tokens", "no value-state drain (Fig. 4b)",
                    "‖v_<s>‖ / others " + r.str(),
-                   vanilla_sinks ? ex::verdict_at_least(r.min, 0.8, 0.5) : ex::Verdict::Not,
+                   vanilla_sinks ? ex::verdict_at_least(r.min, 0.8, 0.5) : ex::Verdict::Untestable,
                    "every seed ≥ 0.8 reproduced, ≥ 0.5 partly" + untested});
     const auto db = m.paired(v, "vanilla", "backcopy_risk"), dg = m.paired(v, "vanilla", "bigram_risk");
     const ex::Spread sb = ex::summarize(db), sg = ex::summarize(dg);
@@ -171,7 +171,7 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
     const bool mitigates = all_below(m.paired("iga", "vanilla", "attn_sink"), 0.02),
                less = all_below(m.paired("vga_values", "iga", "attn_sink"), 0.02);
     out.push_back({"IGA mitigates, but less than VGA", "IGA between vanilla and VGA (App. D, Fig. 6)", buf,
-                   !vanilla_sinks       ? ex::Verdict::Not
+                   !vanilla_sinks       ? ex::Verdict::Untestable
                    : mitigates && less  ? ex::Verdict::Reproduced
                    : mitigates || less  ? ex::Verdict::Partly
                                         : ex::Verdict::Not,

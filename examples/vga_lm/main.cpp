@@ -230,7 +230,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
                              (smaller ? "≤ " : "≥ ") + fixed(partial, 2) + " partly" + (outliers ? "" : untestable);
     const experiment::Verdict v =
         smaller ? experiment::verdict_at_most(r, full, partial) : experiment::verdict_at_least(r, full, partial);
-    cl.push_back({claim, paper, ours, outliers ? v : experiment::Verdict::Not, crit});
+    cl.push_back({claim, paper, ours, outliers ? v : experiment::Verdict::Untestable, crit});
   };
   if (encoder) {
     ratio_claim("VGA shrinks the largest activations", "BERT T1: 812.39 → 33.19 (×0.041)", "vga", "vanilla",
@@ -270,13 +270,13 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     const double dv = mean("vanilla", "w8a8_delta_ppl") / mean("vanilla", "val_ppl");
     const double dg = mean("vga", "w8a8_delta_ppl") / mean("vga", "val_ppl");
     // The claim needs a vanilla model that INT8 actually hurts (> 1% perplexity); without that
-    // there is nothing for VGA to fix and the verdict is "not reproduced".
+    // there is nothing for VGA to fix and the verdict is "untestable here".
     const double r = dv > 0.01 ? dg / dv : NAN;
     cl.push_back({"VGA survives W8A8 PTQ far better than vanilla",
                   encoder ? "BERT T2: Δppl +612.80 → +0.12" : "OPT T2: Δppl +27.83 → +0.93",
                   "vanilla " + sp("vanilla", "w8a8_delta_ppl").short_str(3) + " (" + fixed(100 * dv, 2) + "%) → VGA " +
                       sp("vga", "w8a8_delta_ppl").short_str(3) + " (" + fixed(100 * dg, 2) + "%)",
-                  experiment::verdict_at_most(r, 0.5, 1.0),
+                  dv > 0.01 ? experiment::verdict_at_most(r, 0.5, 1.0) : experiment::Verdict::Untestable,
                   "vanilla's Δppl must exceed 1% of its ppl; then VGA's relative Δppl ≤ 0.5× vanilla's reproduced, < vanilla's partly" +
                       (dv > 0.01 ? std::string() : "; untestable here: W8A8 costs vanilla only " + fixed(100 * dv, 2) + "%")});
     // VGA has the lowest Max inf-norm of the five pretraining variants (bold in Table 1 for both models).
@@ -289,7 +289,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
       }
     cl.push_back({"VGA has the smallest Max inf-norm of the variants", encoder ? "BERT T1: VGA best (33.19)" : "OPT T1: VGA best (0.45)",
                   "VGA ranks " + std::to_string(rank) + " of " + std::to_string(n),
-                  outliers ? experiment::verdict_at_most(rank, 1, 2) : experiment::Verdict::Not,
+                  outliers ? experiment::verdict_at_most(rank, 1, 2) : experiment::Verdict::Untestable,
                   "rank 1 reproduced, 2 partly" + (outliers ? std::string() : untestable)});
   }
   ratio_claim("Fine-tuning without VGA does not repair the outliers", "GPT-2 T3: 256.84 → 398.67 (×1.55)", "finetune",

@@ -224,15 +224,24 @@ std::string claims(const Summary& S) {
     }
   }
   // 2. Registers host the broadcast: the inflow peaks of the register variants sit on registers.
-  //    Testable only where the vanilla model has a broadcast to host: some layer whose per-image
-  //    peak column mass is above 3/S (three times uniform).
-  double hub = NAN;
+  //    Testable only where the vanilla model has a sink for the registers to take over: some layer
+  //    whose sink score max_j mean_i A_ij is above 3/S (claim 1's sink, without its value
+  //    condition: a broadcast sink keeps a normal value) and some layer whose per-image peak column
+  //    mass is above 3/S (a hub). The per-image peak alone is not enough: the largest of S noisy
+  //    column masses sits above 1/S without any sink.
+  double hub = NAN, sink_best = NAN;
   if (S.has("vanilla")) {
-    hub = 0;
-    for (int64_t l = 0; l < S.s.layers; ++l)
+    hub = 0, sink_best = 0;
+    for (int64_t l = 0; l < S.s.layers; ++l) {
       hub = std::max(hub, S.mean("vanilla", experiment::Matrix::layer_metric(l, "inflow")));
+      sink_best = std::max(sink_best, S.mean("vanilla", experiment::Matrix::layer_metric(l, "sink")));
+    }
   }
   const double hub_level = S.has("vanilla") ? 3.0 / double(S.seq("vanilla")) : NAN;
+  const bool has_sink = sink_best > hub_level && hub > hub_level;
+  const std::string no_sink = has_sink ? std::string()
+                                       : "; untestable here: vanilla formed no sink for the registers to host (sink "
+                                         "score and peak column mass must both exceed 3/S)";
   for (const std::string v : {"registers", "gated_registers"}) {
     if (!S.has(v)) continue;
     const double chance = double(S.s.registers) / double(S.seq(v));
@@ -247,13 +256,15 @@ std::string claims(const Summary& S) {
     cl.push_back({"registers host the broadcast (" + v + ")", "registers capture nearly all sink mass across layers (Fig. 8)",
                   "inflow peaks on a register: " + sp.short_str(2) + " of (image, head) pairs over layers (most: layer " +
                       std::to_string(at + 1) + ", " + fixed(best, 2) + "); registers are " + fixed(chance, 3) +
-                      " of the tokens; vanilla's strongest hub layer: peak column mass " + fixed(hub) + " (3/S = " +
-                      fixed(hub_level) + ")",
-                  !(hub > hub_level)                          ? Verdict::Untestable
+                      " of the tokens; vanilla's strongest sink layer: sink score " + fixed(sink_best) +
+                      ", strongest hub layer: peak column mass " + fixed(hub) + " (3/S = " + fixed(hub_level) + ")" +
+                      no_sink,
+                  !has_sink                                   ? Verdict::Untestable
                   : every(f, [](double x) { return x > 0.5; }) ? Verdict::Reproduced
                   : sp.mean > 2 * chance                      ? Verdict::Partly
                                                               : Verdict::Not,
-                  "testable only if some vanilla layer has a hub (per-image peak column mass > 3/S); then over half "
+                  "testable only if vanilla has a sink (some layer's sink score > 3/S) and a hub (some layer's "
+                  "per-image peak column mass > 3/S); then over half "
                   "the inflow peaks on registers in every seed: reproduced; more than twice the registers' share of "
                   "the tokens in the mean: partly"});
   }

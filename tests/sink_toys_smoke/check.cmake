@@ -20,7 +20,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "sink_toys --smoke failed with ${rc}")
 endif()
 expect_output_has("${out}" "## Claims" "a NOP sink forms" "the G1 gate removes the NOP sink" "a broadcast hub forms on j"
-        "registers host the broadcast" "massive BOS activation")
+        "registers host the broadcast" "large BOS activation")
 expect_same_batches("${out}")
 expect_paired_starts("${out}" 16)
 
