@@ -116,12 +116,6 @@ int64_t cell_steps(const Context& c, const Settings& s) {
 
 namespace {
 
-nn::Init init_of(const Settings& s) {
-  if (s.init == "gu") return nn::Init::normal(std::sqrt(2.0 / (5.0 * double(s.d_model))));
-  if (s.init == "pytorch") return nn::Init::pytorch();
-  return nn::Init::normal(0.02);
-}
-
 nn::ModelConfig config_of(const Context& c, const Settings& s) {
   nn::ModelConfig cfg;
   cfg.vocab = c.vocab;
@@ -129,7 +123,7 @@ nn::ModelConfig config_of(const Context& c, const Settings& s) {
   cfg.layers = s.layers;
   cfg.heads = s.heads;
   cfg.max_len = s.seq_len;
-  cfg.init = init_of(s);
+  cfg.init = examples::model_init(s.init, s.d_model);
   return cfg;
 }
 
