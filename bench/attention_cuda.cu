@@ -26,7 +26,7 @@
 namespace sinklab::bench {
 namespace {
 
-using cuda_backend::check;
+using kernels::cuda::host::check;
 
 // Device memory for n elements of T, freed with the object.
 template <class T>
@@ -141,17 +141,17 @@ struct MmaBuffers {
 
 template <class E>
 void to_codes(MmaBuffers& x, int64_t n) {
-  cuda_backend::attention_mma_codes<E>(x.q.data(), n, x.qc.data());
-  cuda_backend::attention_mma_codes<E>(x.k.data(), n, x.kc.data());
-  cuda_backend::attention_mma_codes<E>(x.v.data(), n, x.vc.data());
-  cuda_backend::attention_mma_codes<E>(x.dout.data(), n, x.doutc.data());
+  kernels::cuda::host::attention_mma_codes<E>(x.q.data(), n, x.qc.data());
+  kernels::cuda::host::attention_mma_codes<E>(x.k.data(), n, x.kc.data());
+  kernels::cuda::host::attention_mma_codes<E>(x.v.data(), n, x.vc.data());
+  kernels::cuda::host::attention_mma_codes<E>(x.dout.data(), n, x.doutc.data());
 }
 
 template <class E, class Score>
 void mma_forward(const Score& score, MmaBuffers& x, const kernels::cuda::AttentionShape& sh) {
   typename Score::template Args<float> args{};
   if constexpr (Score::has_sink) args.sink_logit = x.sink.data();
-  cuda_backend::attention_mma_forward<E, Score, mask::Causal>(score, args, x.qc.data(), x.kc.data(), x.vc.data(),
+  kernels::cuda::host::attention_mma_forward<E, Score, mask::Causal>(score, args, x.qc.data(), x.kc.data(), x.vc.data(),
                                                               x.out.data(), x.lse.data(), sh);
 }
 
@@ -159,7 +159,7 @@ template <class E, class Score>
 void mma_backward(const Score& score, MmaBuffers& x, const kernels::cuda::AttentionShape& sh) {
   typename Score::template Args<float> args{};
   if constexpr (Score::has_sink) args.sink_logit = x.sink.data();
-  cuda_backend::attention_mma_backward<E, Score, mask::Causal>(
+  kernels::cuda::host::attention_mma_backward<E, Score, mask::Causal>(
       score, args, x.qc.data(), x.kc.data(), x.vc.data(), x.out.data(), x.lse.data(), x.doutc.data(), x.dq.data(),
       x.dk.data(), x.dv.data(), Score::has_sink ? x.dsink.data() : nullptr, x.D.data(),
       Score::has_sink ? x.row_grad.data() : nullptr, sh);
@@ -187,11 +187,11 @@ void compare_with_simt(MmaBuffers& x, const kernels::cuda::AttentionShape& sh, C
   mma_backward<simt::Bf16>(score, x, sh);
   const std::vector<float> out = x.out.to_host(n), dq = x.dq.to_host(n), dk = x.dk.to_host(n), dv = x.dv.to_host(n);
 
-  const cuda_backend::AttentionLaunch cfg = cuda_backend::attention_launch<float>(sh.d);
+  const kernels::cuda::host::AttentionLaunch cfg = kernels::cuda::host::attention_launch<float>(sh.d);
   typename score::Softmax::Args<float> args{};
-  cuda_backend::attention_forward<score::Softmax, mask::Causal, float>(score, args, x.q.data(), x.k.data(),
+  kernels::cuda::host::attention_forward<score::Softmax, mask::Causal, float>(score, args, x.q.data(), x.k.data(),
                                                                        x.v.data(), x.out.data(), x.lse.data(), sh, cfg);
-  cuda_backend::attention_backward<score::Softmax, mask::Causal, float>(
+  kernels::cuda::host::attention_backward<score::Softmax, mask::Causal, float>(
       score, args, x.q.data(), x.k.data(), x.v.data(), x.out.data(), x.lse.data(), x.dout.data(), x.dq.data(),
       x.dk.data(), x.dv.data(), nullptr, x.D.data(), nullptr, sh, cfg);
   r.out_diff = max_rel_diff(out, x.out.to_host(n));
@@ -213,17 +213,17 @@ struct SimtBuffers {
 
 template <class Score>
 CudaAttentionTiming time_simt(const Score& score, SimtBuffers& x, int64_t B, int64_t H, int64_t T, int64_t d,
-                              const cuda_backend::AttentionLaunch& cfg, const CudaTimingBudget& budget) {
+                              const kernels::cuda::host::AttentionLaunch& cfg, const CudaTimingBudget& budget) {
   typename Score::template Args<float> args{};
   if constexpr (Score::has_sink) args.sink_logit = x.sink.data();
   const kernels::cuda::AttentionShape sh{B, H, H, T, T, d, 0.0, cfg.block_k, nullptr};
   Events ev;
   auto forward = [&] {
-    cuda_backend::attention_forward<Score, mask::Causal, float>(score, args, x.q.data(), x.k.data(), x.v.data(),
+    kernels::cuda::host::attention_forward<Score, mask::Causal, float>(score, args, x.q.data(), x.k.data(), x.v.data(),
                                                                 x.out.data(), x.lse.data(), sh, cfg);
   };
   auto backward = [&] {
-    cuda_backend::attention_backward<Score, mask::Causal, float>(
+    kernels::cuda::host::attention_backward<Score, mask::Causal, float>(
         score, args, x.q.data(), x.k.data(), x.v.data(), x.out.data(), x.lse.data(), x.dout.data(), x.dq.data(),
         x.dk.data(), x.dv.data(), x.dsink.data(), x.D.data(), x.row_grad.data(), sh, cfg);
   };
@@ -239,7 +239,7 @@ CudaAttentionTiming time_simt(const Score& score, SimtBuffers& x, int64_t B, int
 CudaDeviceInfo cuda_device_info() {
   CudaDeviceInfo info;
   const char* why = nullptr;
-  if (cuda_backend::device_count(&why) == 0) {
+  if (kernels::cuda::host::device_count(&why) == 0) {
     info.why = why ? why : "no CUDA device";
     return info;
   }
@@ -254,7 +254,7 @@ CudaMmaRun cuda_mma_timings(int64_t B, int64_t H, const std::vector<int64_t>& ds
                             const CudaTimingBudget& budget, int64_t check_T) {
   CudaMmaRun run;
   for (int64_t d : ds) {
-    if (!cuda_backend::attention_mma_supports(d)) {
+    if (!kernels::cuda::host::attention_mma_supports(d)) {
       run.unsupported_d.push_back(d);
       continue;
     }
@@ -286,8 +286,8 @@ CudaMmaRun cuda_mma_timings(int64_t B, int64_t H, const std::vector<int64_t>& ds
 CudaAttentionRun cuda_attention_timings(int64_t B, int64_t H, int64_t d, const std::vector<int64_t>& Ts,
                                         const CudaTimingBudget& budget) {
   CudaAttentionRun run;
-  const std::vector<cuda_backend::AttentionLaunch> configs{{32, 32}, {64, 32}, {128, 16}, {128, 32}, {128, 64}};
-  cuda_backend::AttentionLaunch best = configs[1];
+  const std::vector<kernels::cuda::host::AttentionLaunch> configs{{32, 32}, {64, 32}, {128, 16}, {128, 32}, {128, 64}};
+  kernels::cuda::host::AttentionLaunch best = configs[1];
   double best_total = -1;
   for (int64_t T : Ts) {
     SimtBuffers x(B * H * T * d, B * H * T, H);

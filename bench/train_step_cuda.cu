@@ -1,7 +1,7 @@
 // The decoder's training step on the GPU (see train_step_cuda.hpp): the same model, optimiser and
 // batch as the cpu side, every op through kernels::backend<cuda>. Under Precision::bf16 (the
 // tape's) the weight products are cuBLAS bf16 GEMMs with float32 sums (cuda/gemm.cuh) and the fused
-// attention takes the tensor-core kernels where cuda_backend::detail::use_mma says so (head size
+// attention takes the tensor-core kernels where kernels::cuda::host::detail::use_mma says so (head size
 // 32, 64 or 128 on sm_80 and later), the float32 SIMT kernels otherwise.
 #include "train_step_cuda.hpp"
 
@@ -35,12 +35,12 @@ double median_seconds(F&& f, int warmup, int steps) {
 CudaTrainStep cuda_train_step(const ModelSize& s, int warmup, int steps, kernels::Precision precision) {
   CudaTrainStep r;
   const char* why = nullptr;
-  if (cuda_backend::device_count(&why) == 0) {
+  if (kernels::cuda::host::device_count(&why) == 0) {
     r.why = why ? why : "no CUDA device";
     return r;
   }
   cudaDeviceProp prop{};
-  cuda_backend::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  kernels::cuda::host::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   r.device = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
   DecoderSetup<cuda> d(s);
   d.tape.set_precision(precision);
@@ -48,7 +48,7 @@ CudaTrainStep cuda_train_step(const ModelSize& s, int warmup, int steps, kernels
   // decoder's attention takes (nn/attention.hpp: d_model / heads, the configs set no head_dim).
   kernels::AttentionOptions attention_options;
   attention_options.precision = precision;
-  r.tensor_core_attention = cuda_backend::detail::use_mma<float>(attention_options, s.d / s.heads);
+  r.tensor_core_attention = kernels::cuda::host::detail::use_mma<float>(attention_options, s.d / s.heads);
   for (const auto* p : d.params) r.params += p->numel();
   auto forward_only = [&] {
     autodiff::no_grad off;

@@ -22,10 +22,10 @@ struct OneGpu {
 
 std::vector<compose::Result> compose::train_variants_cuda(const Setup& s, const std::vector<std::string>& only) {
   const char* why = nullptr;
-  SINKLAB_CHECK(cuda_backend::device_count(&why) > 0, "--device cuda: no usable CUDA device (", why ? why : "?",
+  SINKLAB_CHECK(kernels::cuda::host::device_count(&why) > 0, "--device cuda: no usable CUDA device (", why ? why : "?",
                 "); run on a machine with a GPU, or with --device cpu");
   cudaDeviceProp prop{};
-  cuda_backend::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  kernels::cuda::host::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("compose: training on %s\n", prop.name);
   return train_selected<cuda, OneGpu>(s, only);
 }

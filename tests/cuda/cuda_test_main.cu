@@ -12,7 +12,7 @@
 
 int main(int argc, char** argv) {
   const char* why = "";
-  if (sinklab::cuda_backend::device_count(&why) == 0) {
+  if (sinklab::kernels::cuda::host::device_count(&why) == 0) {
     const char* require = std::getenv("SINKLAB_REQUIRE_GPU");
     if (require && std::strcmp(require, "1") == 0) {
       std::printf("SINKLAB_REQUIRE_GPU=1 but no CUDA device is usable (%s): failing\n", why);

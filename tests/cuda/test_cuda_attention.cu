@@ -53,11 +53,11 @@ std::vector<double> reference(Kind kind, const std::vector<double>& q, const std
 }
 
 // The default launch fits the 48 KiB of dynamic shared memory a kernel gets without opting in;
-// `wide` (128 rows, 64-key tiles) needs the opt-in that cuda_backend's launchers ask for.
-constexpr cuda_backend::AttentionLaunch wide{128, 64};
+// `wide` (128 rows, 64-key tiles) needs the opt-in that the host launchers ask for.
+constexpr kernels::cuda::host::AttentionLaunch wide{128, 64};
 
 template <class Score, class T>
-void check(Kind kind, Score score, double tol, const cuda_backend::AttentionLaunch& cfg = {}) {
+void check(Kind kind, Score score, double tol, const kernels::cuda::host::AttentionLaunch& cfg = {}) {
   const int64_t B = 2, H = 4, Hkv = 2, Tq = 301, d = 64;
   Rng rng(5);
   auto draw = [&](int64_t n) {
@@ -79,9 +79,9 @@ void check(Kind kind, Score score, double tol, const cuda_backend::AttentionLaun
   const kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, cfg.block_k, dlen.data()};
   typename Score::template Args<T> args{};
   if constexpr (Score::has_sink) args.sink_logit = dsink.data();
-  cuda_backend::attention_forward<Score, mask::Causal, T>(score, args, dq.data(), dk.data(), dv.data(), dout.data(),
+  kernels::cuda::host::attention_forward<Score, mask::Causal, T>(score, args, dq.data(), dk.data(), dv.data(), dout.data(),
                                                           dlse.data(), sh, cfg);
-  cuda_backend::check(cudaDeviceSynchronize(), "attention_forward");
+  kernels::cuda::host::check(cudaDeviceSynchronize(), "attention_forward");
   const double rel = sinklab_test::max_rel_diff(dout.to_vector(), want);
   INFO(Score::name, " with ", cfg.threads, " threads, block_k ", cfg.block_k, ": max relative difference ", rel);
   CHECK(rel <= tol);
@@ -130,7 +130,7 @@ Grads reference_backward(const std::vector<double>& q, const std::vector<double>
 }
 
 template <class T>
-void check_backward(double tol, cuda_backend::AttentionLaunch cfg = {32, 16}) {
+void check_backward(double tol, kernels::cuda::host::AttentionLaunch cfg = {32, 16}) {
   using Score = score::Softmax;
   const int64_t B = 2, H = 4, Hkv = 2, Tq = 157, d = 32;
   Rng rng(6);
@@ -153,12 +153,12 @@ void check_backward(double tol, cuda_backend::AttentionLaunch cfg = {32, 16}) {
        gk = on_device(std::vector<T>(kt.size())), gv = on_device(std::vector<T>(vt.size()));
   const auto dlen = on_device(lengths);
   const kernels::cuda::AttentionShape sh{B, H, Hkv, Tq, Tq, d, 0.0, cfg.block_k, dlen.data()};
-  cuda_backend::attention_forward<Score, mask::Causal, T>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(),
+  kernels::cuda::host::attention_forward<Score, mask::Causal, T>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(),
                                                           dlse.data(), sh, cfg);
-  cuda_backend::attention_backward<Score, mask::Causal, T>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(),
+  kernels::cuda::host::attention_backward<Score, mask::Causal, T>({}, {}, dq_.data(), dk_.data(), dv_.data(), dout_fwd.data(),
                                                            dlse.data(), ddout.data(), gq.data(), gk.data(), gv.data(),
                                                            nullptr, dD.data(), nullptr, sh, cfg);
-  cuda_backend::check(cudaDeviceSynchronize(), "attention backward kernels");
+  kernels::cuda::host::check(cudaDeviceSynchronize(), "attention backward kernels");
   CHECK(sinklab_test::max_rel_diff(gq.to_vector(), want.dq) <= tol);
   CHECK(sinklab_test::max_rel_diff(gk.to_vector(), want.dk) <= tol);
   CHECK(sinklab_test::max_rel_diff(gv.to_vector(), want.dv) <= tol);
@@ -173,7 +173,7 @@ TEST_CASE("cuda: fused attention backward on the device equals the loop referenc
 }
 
 TEST_CASE("cuda: fused attention forward on the device equals the loop reference (double)") {
-  const cuda_backend::AttentionLaunch half{32, 16};  // doubles: half the rows and keys of the float default
+  const kernels::cuda::host::AttentionLaunch half{32, 16};  // doubles: half the rows and keys of the float default
   check<score::Softmax, double>(Kind::Softmax, {}, 1e-12, half);
   check<score::SoftmaxSink, double>(Kind::Sink, {}, 1e-12, half);
   check<score::ClippedSoftmax, double>(Kind::Clipped, score::ClippedSoftmax{1.0, -0.1}, 1e-12, half);

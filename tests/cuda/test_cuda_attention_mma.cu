@@ -32,13 +32,13 @@ struct Buffer {  // device memory of n elements, freed with the test
   std::shared_ptr<T[]> p;
   int64_t n = 0;
   explicit Buffer(const std::vector<T>& host) : p(memory<cuda>::allocate<T>(host.size() ? host.size() : 1)), n(host.size()) {
-    cuda_backend::check(cudaMemcpy(p.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+    kernels::cuda::host::check(cudaMemcpy(p.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   explicit Buffer(int64_t count, T fill) : Buffer(std::vector<T>(static_cast<std::size_t>(count), fill)) {}
   T* get() const { return p.get(); }
   std::vector<double> host() const {
     std::vector<T> h(static_cast<std::size_t>(n));
-    cuda_backend::check(cudaMemcpy(h.data(), p.get(), n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    kernels::cuda::host::check(cudaMemcpy(h.data(), p.get(), n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
     return {h.begin(), h.end()};
   }
 };
@@ -56,13 +56,13 @@ void run(const Score& score, const MmaCase& c, double tol) {
   if constexpr (Score::has_sink) args.sink_logit = sink.get();
   const kernels::cuda::AttentionShape sh{c.B, c.H, c.Hkv, c.T, c.S, c.d, 0.0, 64, c.padded ? lengths.get() : nullptr};
   constexpr bool normalised = Score::family == score::Family::Normalised;
-  cuda_backend::attention_mma_forward<E, Score, Mask>(score, args, q.get(), k.get(), v.get(), out.get(),
+  kernels::cuda::host::attention_mma_forward<E, Score, Mask>(score, args, q.get(), k.get(), v.get(), out.get(),
                                                       normalised ? lse.get() : nullptr, sh);
-  cuda_backend::attention_mma_backward<E, Score, Mask>(score, args, q.get(), k.get(), v.get(), out.get(),
+  kernels::cuda::host::attention_mma_backward<E, Score, Mask>(score, args, q.get(), k.get(), v.get(), out.get(),
                                                        normalised ? lse.get() : nullptr, dout.get(), dq.get(), dk.get(),
                                                        dv.get(), Score::has_sink ? dsink.get() : nullptr, D.get(),
                                                        Score::has_sink ? row_grad.get() : nullptr, sh);
-  cuda_backend::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  kernels::cuda::host::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   INFO(std::string(Score::name), " ", std::string(Mask::name), " ", std::string(E::name), " d ", c.d, " T ", c.T,
        " S ", c.S, " H ", c.H, "/", c.Hkv, c.padded ? " padded" : "");
   const double e_out = sinklab_test::max_rel_diff(out.host(), m.out), e_dq = sinklab_test::max_rel_diff(dq.host(), m.dq),
@@ -128,8 +128,8 @@ TEST_CASE("the float attention op with precision bf16 takes the tensor-core kern
   opt.kv_lengths = Tensor<int64_t>::from({c.B}, m.lengths);
   opt.precision = kernels::Precision::bf16;
   const score::params_t<score::Softmax, float, cuda> params{};
-  const auto fwd = cuda_backend::attention_fused_forward(score::Softmax{}, mask::Causal{}, q, k, v, params, opt);
-  const auto g = cuda_backend::attention_fused_backward(score::Softmax{}, mask::Causal{}, q, k, v, params, fwd, dout, opt);
+  const auto fwd = kernels::cuda::host::attention_fused_forward(score::Softmax{}, mask::Causal{}, q, k, v, params, opt);
+  const auto g = kernels::cuda::host::attention_fused_backward(score::Softmax{}, mask::Causal{}, q, k, v, params, fwd, dout, opt);
   auto host = [](const Tensor<float, cuda>& t) {
     const std::vector<float> f = t.to_vector();
     return std::vector<double>(f.begin(), f.end());
@@ -141,7 +141,7 @@ TEST_CASE("the float attention op with precision bf16 takes the tensor-core kern
   CHECK(sinklab_test::max_rel_diff(host(g.dv), m.dv) <= kBf16);
   // fp32 precision keeps the float kernels: a tighter agreement with the reference.
   opt.precision = kernels::Precision::fp32;
-  const auto f32 = cuda_backend::attention_fused_forward(score::Softmax{}, mask::Causal{}, q, k, v, params, opt);
+  const auto f32 = kernels::cuda::host::attention_fused_forward(score::Softmax{}, mask::Causal{}, q, k, v, params, opt);
   CHECK(sinklab_test::max_rel_diff(host(f32.out), m.out) <= 1e-5);
   }
 }

@@ -68,9 +68,9 @@ void check(const Case& c, kernels::Precision precision, double tol) {
       }
 
   auto dA = sinklab_test::on_device(A), dB = sinklab_test::on_device(B), dC = sinklab_test::on_device(C0);
-  cuda_backend::gemm_batched(c.ta, c.tb, c.batch, c.M, c.N, c.K, alpha, dA.data(), lda, sa, dB.data(), ldb, sb, beta,
+  kernels::cuda::host::gemm_batched(c.ta, c.tb, c.batch, c.M, c.N, c.K, alpha, dA.data(), lda, sa, dB.data(), ldb, sb, beta,
                              dC.data(), ldc, sc, precision);
-  cuda_backend::check(cudaDeviceSynchronize(), "gemm_batched");
+  kernels::cuda::host::check(cudaDeviceSynchronize(), "gemm_batched");
   const std::vector<T> got = dC.to_vector();
   INFO("batch ", c.batch, " M ", c.M, " N ", c.N, " K ", c.K, " ta ", c.ta == Trans::T, " tb ", c.tb == Trans::T, " ",
        kernels::precision_name(precision));
@@ -103,6 +103,6 @@ TEST_CASE("cuda: cuBLAS GEMM in bf16 mode rounds the operands to bf16 and sums i
 
 TEST_CASE("cuda: GEMM arguments out of range are refused with their values") {
   float x = 0;
-  CHECK_THROWS_WITH_AS(cuda_backend::gemm(Trans::N, Trans::N, 4, 4, 4, 1.f, &x, 2, &x, 4, 0.f, &x, 4), doctest::Contains("lda 2"),
+  CHECK_THROWS_WITH_AS(kernels::cuda::host::gemm(Trans::N, Trans::N, 4, 4, 4, 1.f, &x, 2, &x, 4, 0.f, &x, 4), doctest::Contains("lda 2"),
                        std::exception);
 }

@@ -33,7 +33,7 @@ TEST_CASE("cuda: the device block cache serves a repeated allocation pattern wit
     return a.numel() + b.numel();
   };
   step();
-  const std::size_t misses = cuda_backend::DevicePool::instance().misses();
+  const std::size_t misses = kernels::cuda::host::DevicePool::instance().misses();
   for (int i = 0; i < 10; ++i) step();
-  CHECK(cuda_backend::DevicePool::instance().misses() == misses);
+  CHECK(kernels::cuda::host::DevicePool::instance().misses() == misses);
 }

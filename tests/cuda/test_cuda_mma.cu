@@ -28,9 +28,9 @@ namespace {
 template <class T>
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(std::size_t n) : n_(n) { cuda_backend::check(cudaMalloc(&p_, n * sizeof(T)), "cudaMalloc"); }
+  explicit DeviceBuffer(std::size_t n) : n_(n) { kernels::cuda::host::check(cudaMalloc(&p_, n * sizeof(T)), "cudaMalloc"); }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
-    cuda_backend::check(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+    kernels::cuda::host::check(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -38,10 +38,10 @@ class DeviceBuffer {
   T* get() const { return p_; }
   // After the kernels before it: a launch or kernel error fails here, with the runtime's reason.
   std::vector<T> to_host() const {
-    cuda_backend::check(cudaGetLastError(), "kernel launch");
-    cuda_backend::check(cudaDeviceSynchronize(), "kernel");
+    kernels::cuda::host::check(cudaGetLastError(), "kernel launch");
+    kernels::cuda::host::check(cudaDeviceSynchronize(), "kernel");
     std::vector<T> host(n_);
-    cuda_backend::check(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    kernels::cuda::host::check(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
     return host;
   }
 

@@ -85,7 +85,7 @@ void check_rms(double tol) {
   rms_forward_kernel<T><<<16, threads, shared>>>(dx.data(), dpre.data(), dgain.data(), dy.data(), drstd.data(), rows, n, eps);
   rms_backward_input_kernel<T><<<16, threads, shared>>>(dx.data(), dpre.data(), dgain.data(), drstd.data(), dgy.data(), dgx.data(), dk.data(), rows, n);
   rms_backward_params_kernel<T><<<2, threads>>>(dx.data(), dpre.data(), dgain.data(), drstd.data(), dk.data(), dgy.data(), dggain.data(), dgpre.data(), rows, n);
-  cuda_backend::check(cudaDeviceSynchronize(), "RMSNorm kernels");
+  kernels::cuda::host::check(cudaDeviceSynchronize(), "RMSNorm kernels");
   CHECK(sinklab_test::max_rel_diff(dy.to_vector(), ref.y) <= tol);
   CHECK(sinklab_test::max_rel_diff(drstd.to_vector(), ref.rstd) <= tol);
   CHECK(sinklab_test::max_rel_diff(dgx.to_vector(), ref.gx) <= tol);

@@ -89,13 +89,13 @@ void compare_with_host(double tol) {
     xs.push_back(static_cast<T>(v));
   const int n = static_cast<int>(xs.size());
   T *dx = nullptr, *dout = nullptr;
-  cuda_backend::check(cudaMalloc(&dx, n * sizeof(T)), "cudaMalloc");
-  cuda_backend::check(cudaMalloc(&dout, n * kOutputs * sizeof(T)), "cudaMalloc");
-  cuda_backend::check(cudaMemcpy(dx, xs.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  kernels::cuda::host::check(cudaMalloc(&dx, n * sizeof(T)), "cudaMalloc");
+  kernels::cuda::host::check(cudaMalloc(&dout, n * kOutputs * sizeof(T)), "cudaMalloc");
+  kernels::cuda::host::check(cudaMemcpy(dx, xs.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   eval_policies_kernel<T><<<1, 64>>>(dx, dout, n);
-  cuda_backend::check(cudaGetLastError(), "eval_policies_kernel launch");
+  kernels::cuda::host::check(cudaGetLastError(), "eval_policies_kernel launch");
   std::vector<T> dev(n * kOutputs);
-  cuda_backend::check(cudaMemcpy(dev.data(), dout, dev.size() * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  kernels::cuda::host::check(cudaMemcpy(dev.data(), dout, dev.size() * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
   cudaFree(dx);
   cudaFree(dout);
   std::vector<T> host(kOutputs);

@@ -21,9 +21,9 @@ TEST_CASE("cuda: Thrust sum of squares and max |x| on the device equal loops in 
     for (float v : x) want += double(v) * double(v), want_max = std::max(want_max, std::abs(double(v)));
     const auto d = sinklab_test::on_device(x);
     INFO("n = ", n);
-    CHECK(std::abs(cuda_backend::sum_of_squares(thrust::device, d.data(), n) - want) <= 1e-12 * want);
-    CHECK(cuda_backend::max_abs(thrust::device, d.data(), n) == want_max);
+    CHECK(std::abs(kernels::cuda::host::sum_of_squares(thrust::device, d.data(), n) - want) <= 1e-12 * want);
+    CHECK(kernels::cuda::host::max_abs(thrust::device, d.data(), n) == want_max);
     x[n / 2] = std::numeric_limits<float>::quiet_NaN();
-    CHECK(std::isnan(cuda_backend::max_abs(thrust::device, sinklab_test::on_device(x).data(), n)));
+    CHECK(std::isnan(kernels::cuda::host::max_abs(thrust::device, sinklab_test::on_device(x).data(), n)));
   }
 }

@@ -22,23 +22,23 @@ TEST_CASE("Thrust reductions on the host system: sum of squares and max |x| as t
     const float* p = x.data();
     double want_max = 0;
     for (int64_t i = 0; i < n; ++i) want_max = std::max(want_max, std::abs(double(p[i])));
-    const double got = cuda_backend::sum_of_squares(thrust::cpp::par, p, n);
+    const double got = kernels::cuda::host::sum_of_squares(thrust::cpp::par, p, n);
     const double want = kernels::cpu::sum_of_squares(p, n);
     INFO("n = ", n);
     CHECK(std::abs(got - want) <= 1e-13 * want);
-    CHECK(cuda_backend::max_abs(thrust::cpp::par, p, n) == want_max);
+    CHECK(kernels::cuda::host::max_abs(thrust::cpp::par, p, n) == want_max);
   }
 }
 
 TEST_CASE("Thrust max |x| on the host system: a NaN anywhere gives NaN, an infinity gives infinity") {
   std::vector<double> x(1000, 0.5);
   x[10] = -3.0;
-  CHECK(cuda_backend::max_abs(thrust::cpp::par, x.data(), int64_t{1000}) == 3.0);
+  CHECK(kernels::cuda::host::max_abs(thrust::cpp::par, x.data(), int64_t{1000}) == 3.0);
   x[999] = -std::numeric_limits<double>::infinity();
-  CHECK(cuda_backend::max_abs(thrust::cpp::par, x.data(), int64_t{1000}) == std::numeric_limits<double>::infinity());
+  CHECK(kernels::cuda::host::max_abs(thrust::cpp::par, x.data(), int64_t{1000}) == std::numeric_limits<double>::infinity());
   x[500] = std::numeric_limits<double>::quiet_NaN();
-  CHECK(std::isnan(cuda_backend::max_abs(thrust::cpp::par, x.data(), int64_t{1000})));
+  CHECK(std::isnan(kernels::cuda::host::max_abs(thrust::cpp::par, x.data(), int64_t{1000})));
   x[500] = 1.0;
   x[0] = std::numeric_limits<double>::quiet_NaN();  // first and last positions too
-  CHECK(std::isnan(cuda_backend::max_abs(thrust::cpp::par, x.data(), int64_t{1000})));
+  CHECK(std::isnan(kernels::cuda::host::max_abs(thrust::cpp::par, x.data(), int64_t{1000})));
 }

@@ -44,7 +44,7 @@ TEST_CASE("cuda: V-scale and a per-channel gate on the device equal the policies
        ddlogit = on_device(std::vector<double>(rows * d));
   transforms_kernel<<<4, 64>>>(vs, {dtheta.data()}, dv_.data(), ddvhat.data(), dvhat_out.data(), dgrad.data(),
                                drow.data(), dlogit_in.data(), dy.data(), ddlogit.data(), rows, S, Hkv, d);
-  cuda_backend::check(cudaDeviceSynchronize(), "transforms_kernel");
+  kernels::cuda::host::check(cudaDeviceSynchronize(), "transforms_kernel");
   const auto vhat = dvhat_out.to_vector(), grad = dgrad.to_vector(), row = drow.to_vector(), y = dy.to_vector(),
              dl = ddlogit.to_vector();
 

@@ -86,7 +86,7 @@ SINKLAB_HD inline float unpack_hi(uint32_t r) {
 // ---------------------------------------------------------------- on the GPU (PTX)
 //
 // The instructions need sm_80 (ldmatrix sm_75); a build for an older GPU compiles them to a trap,
-// and the host code never launches a tensor-core kernel there (cuda_backend::detail::use_mma).
+// and the host code never launches a tensor-core kernel there (kernels::cuda::host::detail::use_mma).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define SINKLAB_MMA_PTX(...) __trap()
 #else

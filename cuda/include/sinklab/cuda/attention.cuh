@@ -14,7 +14,7 @@
 #include "sinklab/kernels/cuda/attention_backward.hpp"
 #include "sinklab/kernels/cuda/attention_forward.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 // Threads per block (one query or key row each) and keys per shared-memory tile.
 struct AttentionLaunch {
@@ -148,4 +148,4 @@ void attention_backward(const Score& score, const typename Score::template Args<
   }
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

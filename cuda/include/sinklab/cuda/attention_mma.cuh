@@ -19,7 +19,7 @@
 #include "sinklab/kernels/cuda/attention_mma_forward.hpp"
 #include "sinklab/kernels/cuda/convert.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 inline bool attention_mma_supports(int64_t d) { return d == 32 || d == 64 || d == 128; }
 
@@ -184,4 +184,4 @@ void attention_mma_backward(const Score& score, const typename Score::template A
   }
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -24,7 +24,7 @@
 #include "sinklab/kernels/attention_contract.hpp"
 #include "sinklab/kernels/cuda/attention_transforms.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 template <class T>
 using DeviceTensor = Tensor<T, sinklab::cuda>;
@@ -342,4 +342,4 @@ kernels::GateGrads<T, sinklab::cuda> gate_backward(const Gate& gate, const Devic
   return g;
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -1,6 +1,6 @@
 // kernels::backend<cuda>: the kernel interface every differentiable op calls (the list is
 // kernels/kernel_list.hpp), forwarded to the CUDA backend's host launchers in
-// sinklab::cuda_backend, which take the CPU kernels' arguments as device pointers or
+// sinklab::kernels::cuda::host, which take the CPU kernels' arguments as device pointers or
 // Tensor<T, cuda>. With this header (and memory.cuh, which it includes) a Tape<T, cuda> runs
 // every op of autodiff/ on the GPU: include it from a .cu file built by nvcc.
 //
@@ -29,12 +29,12 @@ namespace sinklab::kernels {
 #define SINKLAB_CUDA_KERNEL(name)                  \
   template <class... A>                            \
   static decltype(auto) name(A&&... a) {           \
-    return cuda_backend::name(std::forward<A>(a)...); \
+    return kernels::cuda::host::name(std::forward<A>(a)...); \
   }
 #define SINKLAB_CUDA_KERNEL_OF(name)                          \
   template <class F, class... A>                              \
   static decltype(auto) name(A&&... a) {                      \
-    return cuda_backend::name<F>(std::forward<A>(a)...);      \
+    return kernels::cuda::host::name<F>(std::forward<A>(a)...);      \
   }
 
 #define SINKLAB_CUDA_KERNEL_BY_HAND(name)  // the GEMMs, below
@@ -47,17 +47,17 @@ struct backend<sinklab::cuda> {
   template <class T>
   static void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                    int64_t ldb, T beta, T* C, int64_t ldc) {
-    cuda_backend::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    kernels::cuda::host::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   template <class T>
   static void gemm_at(Precision p, Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                       int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-    cuda_backend::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, p);
+    kernels::cuda::host::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, p);
   }
   template <class T>
   static void gemm_batched(Trans ta, Trans tb, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                            int64_t strideA, const T* B, int64_t strideB, T beta, T* C, int64_t strideC) {
-    cuda_backend::gemm_batched(ta, tb, batch, M, N, K, alpha, A, ta == Trans::N ? K : M, strideA, B,
+    kernels::cuda::host::gemm_batched(ta, tb, batch, M, N, K, alpha, A, ta == Trans::N ? K : M, strideA, B,
                                tb == Trans::N ? N : K, strideB, beta, C, N, strideC);
   }
 

@@ -4,7 +4,7 @@
 
 #include "sinklab/core/error.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 inline void check(cudaError_t e, const char* what) {
   SINKLAB_CHECK(e == cudaSuccess, "CUDA: ", what, " failed: ", cudaGetErrorString(e));
@@ -24,4 +24,4 @@ inline int device_count(const char** why = nullptr) {
   return n;
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -26,7 +26,7 @@
 #include "sinklab/kernels/cuda/elementwise.hpp"
 #include "sinklab/kernels/cuda/reduce.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 namespace detail {
 
@@ -460,4 +460,4 @@ int64_t first_non_finite(const T* x, int64_t n) {
   return first < n ? first : -1;
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -28,7 +28,7 @@
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cuda/convert.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 inline void check(cublasStatus_t s, const char* what) {
   SINKLAB_CHECK(s == CUBLAS_STATUS_SUCCESS, "cuBLAS: ", what, " failed: ", cublasGetStatusString(s));
@@ -42,7 +42,7 @@ inline cublasHandle_t cublas() {
   thread_local cublasHandle_t handles[kMaxDevices] = {};
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
-  SINKLAB_CHECK(dev >= 0 && dev < kMaxDevices, "cuda_backend::cublas: device ", dev, " beyond ", kMaxDevices);
+  SINKLAB_CHECK(dev >= 0 && dev < kMaxDevices, "kernels::cuda::host::cublas: device ", dev, " beyond ", kMaxDevices);
   if (!handles[dev]) check(cublasCreate(&handles[dev]), "cublasCreate");
   return handles[dev];
 }
@@ -50,15 +50,15 @@ inline cublasHandle_t cublas() {
 namespace detail {
 inline cublasOperation_t op(kernels::Trans t) { return t == kernels::Trans::T ? CUBLAS_OP_T : CUBLAS_OP_N; }
 inline int as_int(int64_t v, const char* what) {
-  SINKLAB_CHECK(v >= 0 && v <= 2147483647, "cuda_backend::gemm: ", what, " = ", v, " does not fit cuBLAS's int");
+  SINKLAB_CHECK(v >= 0 && v <= 2147483647, "kernels::cuda::host::gemm: ", what, " = ", v, " does not fit cuBLAS's int");
   return static_cast<int>(v);
 }
 inline void check_gemm(kernels::Trans ta, kernels::Trans tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
                 int64_t ldc) {
   const int64_t a_cols = ta == kernels::Trans::N ? K : M, b_cols = tb == kernels::Trans::N ? N : K;
-  SINKLAB_CHECK(M >= 0 && N >= 0 && K >= 0, "cuda_backend::gemm: negative size M ", M, " N ", N, " K ", K);
+  SINKLAB_CHECK(M >= 0 && N >= 0 && K >= 0, "kernels::cuda::host::gemm: negative size M ", M, " N ", N, " K ", K);
   SINKLAB_CHECK(lda >= (a_cols > 1 ? a_cols : 1) && ldb >= (b_cols > 1 ? b_cols : 1) && ldc >= (N > 1 ? N : 1),
-                "cuda_backend::gemm: leading dimensions lda ", lda, " ldb ", ldb, " ldc ", ldc, " below the rows' ",
+                "kernels::cuda::host::gemm: leading dimensions lda ", lda, " ldb ", ldb, " ldc ", ldc, " below the rows' ",
                 a_cols, ", ", b_cols, ", ", N);
 }
 
@@ -73,7 +73,7 @@ __global__ void to_bf16_kernel(const F* src, int64_t batch, int64_t rows, int64_
 inline std::shared_ptr<uint16_t[]> bf16_copy(const float* X, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
                                              int64_t stride) {
   const std::size_t n = static_cast<std::size_t>(batch * rows * cols);
-  std::shared_ptr<uint16_t[]> out = memory<cuda>::allocate<uint16_t>(n);
+  std::shared_ptr<uint16_t[]> out = memory<sinklab::cuda>::allocate<uint16_t>(n);
   to_bf16_kernel<<<blocks_for(n), kThreads>>>(X, batch, rows, cols, ld, stride, out.get());
   check(cudaGetLastError(), "to_bf16_kernel");
   return out;
@@ -84,7 +84,7 @@ template <class T>
 void gemm_batched(kernels::Trans ta, kernels::Trans tb, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha,
                   const T* A, int64_t lda, int64_t strideA, const T* B, int64_t ldb, int64_t strideB, T beta, T* C,
                   int64_t ldc, int64_t strideC, kernels::Precision precision = kernels::Precision::fp32) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cuda_backend::gemm: float or double");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "kernels::cuda::host::gemm: float or double");
   detail::check_gemm(ta, tb, M, N, K, lda, ldb, ldc);
   if (batch == 0 || M == 0 || N == 0) return;
   const int m = detail::as_int(N, "N"), n = detail::as_int(M, "M"), k = detail::as_int(K, "K");
@@ -119,4 +119,4 @@ void gemm(kernels::Trans ta, kernels::Trans tb, int64_t M, int64_t N, int64_t K,
   gemm_batched(ta, tb, 1, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, precision);
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -15,7 +15,7 @@
 #include "sinklab/kernels/cuda/act_mul.hpp"
 #include "sinklab/policy/activation.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 namespace detail {
 
@@ -73,4 +73,4 @@ void glu_hidden_grad(const T* g, const T* w_down, const T* ab, int64_t rows, int
   act_mul_backward<Act>(ab, w, ab + h, w, gab, w, gab, w, gab + h, w, rows, h);
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

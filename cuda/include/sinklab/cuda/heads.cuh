@@ -10,7 +10,7 @@
 #include "sinklab/cuda/memory.cuh"
 #include "sinklab/kernels/cuda/heads.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 namespace detail {
 
@@ -138,4 +138,4 @@ void rope_gather_grad(const T* g, T* gx, bool fresh, int64_t B, int64_t L, int64
   check(cudaGetLastError(), "rope_gather_grad kernel launch");
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -22,7 +22,7 @@
 
 namespace sinklab {
 
-namespace cuda_backend {
+namespace kernels::cuda::host {
 
 // Device blocks: 512-byte granules (cudaMalloc's own alignment is 256), whole 2 MiB from 1 MiB on
 // so that sizes that differ a little share blocks.
@@ -63,7 +63,7 @@ __global__ void scatter_kernel(T* dst, const T* src, kernels::cuda::StridedLayou
   kernels::cuda::scatter(ctx, dst, src, l);
 }
 
-}  // namespace cuda_backend
+}  // namespace kernels::cuda::host
 
 template <>
 struct memory<cuda> {
@@ -71,38 +71,38 @@ struct memory<cuda> {
   static std::shared_ptr<T[]> allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
     const std::size_t bytes = n * sizeof(T);
-    T* p = static_cast<T*>(cuda_backend::DevicePool::instance().acquire(bytes));
-    return std::shared_ptr<T[]>(p, [bytes](T* q) { cuda_backend::DevicePool::instance().release(q, bytes); });
+    T* p = static_cast<T*>(kernels::cuda::host::DevicePool::instance().acquire(bytes));
+    return std::shared_ptr<T[]>(p, [bytes](T* q) { kernels::cuda::host::DevicePool::instance().release(q, bytes); });
   }
   template <class T>
   static void copy(T* dst, const T* src, std::size_t n) {
-    cuda_backend::check(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice), "cudaMemcpy (device to device)");
+    kernels::cuda::host::check(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice), "cudaMemcpy (device to device)");
   }
   template <class T>
   static void fill(T* dst, std::size_t n, T v) {
     if (n == 0) return;
-    cuda_backend::fill_kernel<T><<<cuda_backend::blocks_for(n), cuda_backend::kThreads>>>(dst, static_cast<int64_t>(n), v);
-    cuda_backend::check(cudaGetLastError(), "fill kernel launch");
+    kernels::cuda::host::fill_kernel<T><<<kernels::cuda::host::blocks_for(n), kernels::cuda::host::kThreads>>>(dst, static_cast<int64_t>(n), v);
+    kernels::cuda::host::check(cudaGetLastError(), "fill kernel launch");
   }
   template <class T>
   static void to_host(T* host, const T* src, std::size_t n) {
-    cuda_backend::check(cudaMemcpy(host, src, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
+    kernels::cuda::host::check(cudaMemcpy(host, src, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
   }
   template <class T>
   static void from_host(T* dst, const T* host, std::size_t n) {
-    cuda_backend::check(cudaMemcpy(dst, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
+    kernels::cuda::host::check(cudaMemcpy(dst, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
   }
   template <class T>
   static void gather(T* dst, const T* src, const int64_t* shape, const int64_t* strides, int rank) {
     const auto l = kernels::cuda::StridedLayout::of(shape, strides, rank);
-    cuda_backend::gather_kernel<T><<<cuda_backend::blocks_for(l.numel()), cuda_backend::kThreads>>>(dst, src, l);
-    cuda_backend::check(cudaGetLastError(), "gather kernel launch");
+    kernels::cuda::host::gather_kernel<T><<<kernels::cuda::host::blocks_for(l.numel()), kernels::cuda::host::kThreads>>>(dst, src, l);
+    kernels::cuda::host::check(cudaGetLastError(), "gather kernel launch");
   }
   template <class T>
   static void scatter(T* dst, const T* src, const int64_t* shape, const int64_t* strides, int rank) {
     const auto l = kernels::cuda::StridedLayout::of(shape, strides, rank);
-    cuda_backend::scatter_kernel<T><<<cuda_backend::blocks_for(l.numel()), cuda_backend::kThreads>>>(dst, src, l);
-    cuda_backend::check(cudaGetLastError(), "scatter kernel launch");
+    kernels::cuda::host::scatter_kernel<T><<<kernels::cuda::host::blocks_for(l.numel()), kernels::cuda::host::kThreads>>>(dst, src, l);
+    kernels::cuda::host::check(cudaGetLastError(), "scatter kernel launch");
   }
 };
 

@@ -12,7 +12,7 @@
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cuda/mix.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 namespace detail {
 
@@ -80,4 +80,4 @@ void mix_pair_backward(const kernels::MixPair<T>& m, const T* dy, T* da, T* ds, 
   }
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

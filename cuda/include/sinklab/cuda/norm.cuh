@@ -17,7 +17,7 @@
 #include "sinklab/kernels/cuda/norm.hpp"
 #include "sinklab/kernels/cuda/rms_norm.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 // Threads per block of the column kernels: small blocks, so that rows of a few hundred columns
 // still spread over several multiprocessors.
@@ -177,4 +177,4 @@ void dyt_backward(const T* x, T alpha, const T* gamma, const T* gy, T* gx, T* ga
   }
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -12,7 +12,7 @@
 
 #include "sinklab/core/config.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 namespace detail {
 template <class T>
@@ -41,4 +41,4 @@ double max_abs(const Policy& exec, const T* x, int64_t n) {
   return thrust::transform_reduce(exec, x, x + n, detail::AbsInDouble<T>{}, 0.0, detail::MaxKeepingNaN{});
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

@@ -17,7 +17,7 @@
 #include "sinklab/cuda/memory.cuh"
 #include "sinklab/kernels/cuda/rowwise.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 // A block per row (grid-stride past 65535 rows) of 256 threads, or, for rows shorter than that,
 // the fewest whole warps that cover one. The threads depend on n only, so a shape's sums are the
@@ -157,4 +157,4 @@ void cross_entropy_backward(const T* x, const int32_t* targets, const T* lse, in
   check(cudaGetLastError(), "cross_entropy_backward kernel launch");
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host

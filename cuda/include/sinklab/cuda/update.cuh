@@ -9,7 +9,7 @@
 #include "sinklab/cuda/memory.cuh"
 #include "sinklab/kernels/cuda/update.hpp"
 
-namespace sinklab::cuda_backend {
+namespace sinklab::kernels::cuda::host {
 
 namespace detail {
 template <class F, class... P>
@@ -26,4 +26,4 @@ void apply_update(int64_t n, const F& f, P*... buffers) {
   check(cudaGetLastError(), "apply_update kernel launch");
 }
 
-}  // namespace sinklab::cuda_backend
+}  // namespace sinklab::kernels::cuda::host
