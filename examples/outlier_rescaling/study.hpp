@@ -52,6 +52,7 @@ namespace detail {
 // Per architecture family: true when `arch` is one of theirs (and the run was done).
 bool run_rms(sinklab::experiment::Run& r, const Context& c, const Variant& v);
 bool run_alt(sinklab::experiment::Run& r, const Context& c, const Variant& v);
+bool run_rows(sinklab::experiment::Run& r, const Context& c, const Variant& v);
 }  // namespace detail
 
 }  // namespace outlier_rescaling

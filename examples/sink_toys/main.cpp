@@ -223,6 +223,25 @@ std::string claims(const Study& S) {
                   : vr.mean < 0.5                                                   ? Verdict::Partly
                                                                                     : Verdict::Not,
                   "< 0.2 in every seed: reproduced; mean < 0.5: partly; untestable without a sink"});
+    // The causal test on the trained model (toy_nop.cpp): the loss with the sink's value zeroed and
+    // with its norm restored to the other tokens' mean, each against the unedited loss of the seed.
+    const auto base = finals(p, v, "mse"), zeroed = finals(p, v, "mse_v0_zero"), restored = finals(p, v, "mse_v0_restored");
+    if (!zeroed.empty() && zeroed.size() == base.size() && restored.size() == base.size()) {
+      std::vector<double> dz, rr;
+      for (std::size_t i = 0; i < base.size(); ++i) dz.push_back(zeroed[i] / base[i] - 1), rr.push_back(restored[i] / base[i]);
+      const Spread z = experiment::summarize(dz), r = experiment::summarize(rr);
+      const bool none = every(dz, [](double x) { return std::abs(x) < 0.05; });
+      cl.push_back({"the sink is a no-op through its value: zeroing v_s leaves the loss, giving v_s the other tokens' norm "
+                    "raises it" + where,
+                    "§3: attention to a near-zero value adds nothing (the NOP reading; the paper has no intervention)",
+                    "zeroed: relative Δ mse " + z.short_str(3) + "; restored norm: mse × " + r.short_str(1),
+                    !formed                                                 ? Verdict::Untestable
+                    : none && every(rr, [](double x) { return x > 2; })    ? Verdict::Reproduced
+                    : none && every(rr, [](double x) { return x > 1.1; })  ? Verdict::Partly
+                                                                            : Verdict::Not,
+                    "per seed, |Δ| < 5% when zeroed and more than 2× when restored: reproduced; restored above 1.1×: "
+                    "partly; untestable without a sink"});
+    }
     if (!ref.empty() && S.has(p, ref)) {
       const auto d = S.of(p)->paired(v, ref, "qk_sigma1");
       std::vector<double> ratio;

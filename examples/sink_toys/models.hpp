@@ -13,6 +13,7 @@
 #pragma once
 #include <array>
 #include <string>
+#include <vector>
 
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/autodiff/ops/shape.hpp"
@@ -61,13 +62,18 @@ struct NopModel {
       Var<T> stream, update;  // z (the block's residual input) and ΔO
       Tensor<T> pre_norm;     // x + pos + bos at token 0, before the LayerNorm
     };
-    Out forward(Tape<T>& tape, const Tensor<T>& x, autodiff::AttentionRecorder<T>* rec = nullptr) {
+    // `edits`: interventions on the attention (nn/intervention.hpp; layer 0), or none.
+    Out forward(Tape<T>& tape, const Tensor<T>& x, autodiff::AttentionRecorder<T>* rec = nullptr,
+                const std::vector<nn::Intervention>* edits = nullptr) {
       const int64_t L = x.size(1);
       Var<T> p = tape.param(pos);
       Var<T> offset = autodiff::concat<T>({autodiff::slice(p, 0, 0, 1) + tape.param(bos), autodiff::slice(p, 0, 1, L)}, 0);
       Var<T> h = tape.constant(x) + offset;
       Var<T> z = ln(tape, h);
-      return {z, attn(tape, z, rec), h.value()};
+      attn::Extras<T> ex;
+      ex.probe = rec;
+      ex.interventions = edits;
+      return {z, attn.forward(tape, z, ex), h.value()};
     }
 
     template <class V>

@@ -48,8 +48,9 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
   optim::AdamW<float> opt(params, {.lr = s.nop_lr, .weight_decay = s.weight_decay});
   autodiff::Tape<float> tape;
   auto loss_of = [&](Tape<float>& t, const data::NopBatch& b, typename Model::Out* keep = nullptr,
-                     autodiff::AttentionRecorder<float>* rec = nullptr) {
-    auto o = model.forward(t, b.x, rec);
+                     autodiff::AttentionRecorder<float>* rec = nullptr,
+                     const std::vector<nn::Intervention>* edits = nullptr) {
+    auto o = model.forward(t, b.x, rec, edits);
     Var<float> loss = masked_mse(t, slow ? o.stream + o.update : o.update, b.target, b.loss_weight);
     if (keep) *keep = o;
     return loss;
@@ -94,6 +95,17 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
              {"qk_sigma_ratio", l.spectrum.size() > 1 && l.spectrum[1] > 0 ? l.spectrum[0] / l.spectrum[1] : NAN},
              {"srank", probe::stable_rank(o.update.value())},
              {"bos_ratio", probe::norm_ratio_to_others(probe::token_norms(o.pre_norm).view({1, s.seq_len}), 0)[0]}};
+    // The causal test of the NOP reading: if attending to the sink does nothing because its value
+    // is ≈ 0, zeroing that value leaves the loss, while giving it the other tokens' mean norm (same
+    // direction) makes every query that rests on the sink write it, and the loss rises.
+    auto mse_with = [&](const nn::Intervention& edit) {
+      Tape<float> t2;
+      const std::vector<nn::Intervention> edits{edit};
+      return static_cast<double>(loss_of(t2, eval, nullptr, nullptr, &edits).item());
+    };
+    const double v0_ratio = probe::value_norm_ratio(rec.values, 0)[0];
+    l.row.emplace_back("mse_v0_zero", mse_with(nn::Intervention::zero(nn::Site::Value, 0, 0, 0)));
+    l.row.emplace_back("mse_v0_restored", v0_ratio > 0 ? mse_with(nn::Intervention::scaled(nn::Site::Value, 0, 0, 0, 1.0 / v0_ratio)) : NAN);
     if (rec.gate_values.defined()) {
       double g = 0;
       const Tensor<float> gv = rec.gate_values.contiguous();

@@ -16,6 +16,7 @@
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/probe/attention_sink.hpp"
 #include "sinklab/probe/delta_logit.hpp"
+#include "sinklab/probe/gradients.hpp"
 #include "sinklab/probe/value_norms.hpp"
 #include "study.hpp"
 
@@ -42,6 +43,23 @@ struct Snapshot {
 
 // ---------------------------------------------------------------------------------------------
 // Evaluation on the fixed eval batch
+
+// ‖∂L/∂V_<s>‖ over the other tokens' mean ‖∂L/∂V_j‖ on the eval batch (the probed layer's values,
+// batch-mean norms): the pressure that drains the sink's value. Under a value gate it is eq. 8's
+// content path, g_s Σ_i α_is ∂L/∂z_i, which the paper says vanishes as the gate at <s> closes (its
+// self-regulatory path carries the same factor g_s). The gradients go into the parameters too;
+// the next training step zeroes them first.
+template <class M>
+double sink_value_grad_ratio(M& model, const EvalSet& ev, int layer) {
+  nn::ModelProbe<float> probe;  // outlives the tape's backward, which writes ∂L/∂V into it
+  probe.attention = true;
+  Tape<float> tape;
+  tape.backward(autodiff::cross_entropy(model.logits(tape, ev.x, &probe), ev.y));
+  const Tensor<float>& g = probe.layers[static_cast<std::size_t>(layer)].attn.grad_v;  // [B, H_kv, S, d]
+  const int64_t o = model.tokens.offset(), S = g.size(2);  // a register sits before <s>: left out
+  const Tensor<double> norms = probe::token_grad_norms(g).slice(0, o, S).contiguous();   // [T]
+  return probe::norm_ratio_to_others(norms.view({1, S - o}), 0)[0];
+}
 
 template <class M>
 io::LogRow evaluate(M& model, const data::BigramBackcopy& task, const EvalSet& ev, int layer, bool sink_logit,
@@ -207,6 +225,7 @@ void fit(ex::Run& run, const Context& c, const ex::TensorBank& reference) {
         Snapshot snap;
         const bool last = step == c.s.flags.steps;
         io::LogRow row = evaluate(model, c.task, c.ev, c.layer, Score::has_sink, last ? &snap : nullptr);
+        row.emplace_back("grad_v_sink_ratio", sink_value_grad_ratio(model, c.ev, c.layer));
         if (last) {
           write_snapshot(run.dir(), snap, c.ev, c.task);
           std::string line = "[" + run.tag() + "] copy score per layer (trigger -> previous token):";

@@ -95,6 +95,7 @@ const std::vector<Column> kColumns = {
     {"delta_logit", "Δlogit_<s>"},
     {"gate_sink", "gate at <s>"},
     {"gate_rest", "gate at other tokens"},
+    {"grad_v_sink_ratio", "‖∂L/∂v_<s>‖ / others"},
 };
 std::vector<std::string> column_names() {
   std::vector<std::string> v;
@@ -163,6 +164,31 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
                                                                          : ex::Verdict::Not,
                    "|mean Δ| ≤ 0.02 nats reproduced, ≤ 0.1 worse partly"});
   }
+  // Eq. 8: under the value gate the gradient that reaches V_<s> is g_s times the vanilla path, so it
+  // vanishes as the gate at <s> closes; in vanilla the sink's value takes the pull of every query
+  // that rests on it (the drain). Paired per seed: the gated run's ratio over vanilla's.
+  for (const std::string v : {"vga_values", "iga"}) {
+    if (!has(order, v) || !has(order, "vanilla")) continue;
+    std::vector<double> fold;
+    for (const auto* r : m.of(v))
+      for (const auto* b : m.of("vanilla"))
+        if (r->seed == b->seed) fold.push_back(r->metric("grad_v_sink_ratio") / b->metric("grad_v_sink_ratio"));
+    if (fold.empty() || std::any_of(fold.begin(), fold.end(), [](double x) { return !std::isfinite(x); })) continue;
+    const ex::Spread f = ex::summarize(fold);
+    const bool all10 = std::all_of(fold.begin(), fold.end(), [](double x) { return x < 0.1; }),
+               all2 = std::all_of(fold.begin(), fold.end(), [](double x) { return x < 0.5; });
+    out.push_back({v + ": the gradient to V_<s> is severed (eq. 8)",
+                   v == "vga_values" ? "∂L/∂V_s → 0 as g_s → 0 (§3.3, eq. 8)"
+                                     : "§3.3 argues it for VGA; IGA's gate multiplies the same content path",
+                   "‖∂L/∂v_<s>‖ / others: " + spread(v, "grad_v_sink_ratio").str(2) + " vs vanilla " +
+                       spread("vanilla", "grad_v_sink_ratio").str(2) + "; paired ratio " + f.str(3) +
+                       "; gate at <s> " + spread(v, "gate_sink").short_str(3),
+                   !vanilla_sinks ? ex::Verdict::Untestable
+                   : all10        ? ex::Verdict::Reproduced
+                   : all2         ? ex::Verdict::Partly
+                                  : ex::Verdict::Not,
+                   "gated over vanilla below 0.1 in every seed reproduced, below 0.5 partly" + untested});
+  }
   if (has(order, "iga") && has(order, "vga_values") && has(order, "vanilla")) {
     const double van = spread("vanilla", "attn_sink").mean, iga = spread("iga", "attn_sink").mean,
                  vga = spread("vga_values", "attn_sink").mean;
@@ -190,7 +216,7 @@ void write_outputs(const ex::Matrix& m, const Settings& s, const std::vector<std
   if (done.empty()) return;
   const std::vector<std::string> cols = {"bigram_risk",    "backcopy_risk", "attn_sink",        "attn_extra",
                                          "attn_triggers",  "val_sink_ratio", "wo_val_sink_ratio", "delta_logit",
-                                         "gate_sink"};
+                                         "gate_sink",      "grad_v_sink_ratio"};
   std::vector<std::string> header{"variant", "seeds"};
   for (const auto& c : cols) header.push_back(title_of(c));
   ex::Table t(header);
@@ -235,7 +261,8 @@ void write_outputs(const ex::Matrix& m, const Settings& s, const std::vector<std
                 {"delta_logit", "Delta logit_<s>"},
                 {"val_sink", "||v_<s>||"},
                 {"val_sink_ratio", "||v_<s>|| / mean of other tokens"},
-                {"gate_sink", "gate at <s> (1 = no gate)"}},
+                {"gate_sink", "gate at <s> (1 = no gate)"},
+                {"grad_v_sink_ratio", "||dL/dv_<s>|| / mean of other tokens", true}},
                series);
   const std::string first = "seed" + std::to_string(m.seeds().front());
   std::vector<ex::Figures::Series> maps;
@@ -249,12 +276,17 @@ void write_outputs(const ex::Matrix& m, const Settings& s, const std::vector<std
   std::string tics = "(";
   for (std::size_t i = 0; i < n; ++i) tics += (i ? ", " : "") + ex::gp_quote(labels[i]) + " " + std::to_string(i);
   tics += ")";
+  // One y-range for every panel (the largest norm of any variant), so panels compare by eye.
+  gp += "set datafile separator ','\nnorm_max = 0\n";
+  for (const auto& v : done)
+    gp += "stats " + ex::gp_quote("runs/" + v + "/" + first + "/value_norms.csv") +
+          " skip 1 using 3 nooutput\nnorm_max = STATS_max > norm_max ? STATS_max : norm_max\n";
   gp += "set terminal " + fig.terminal() + " size 1400," + std::to_string(250 * done.size() + 60) +
         "\nset output 'value_norms.png'\nset multiplot layout " + std::to_string(done.size()) + ",1 title " +
         ex::gp_quote("||v_j|| per token of eval sequence 0 (" + first + ", layer " + std::to_string(layer) +
-                     "); hatched = trigger, dots = gate (right axis)") +
+                     "); one y-axis for all; hatched = trigger, dots = gate (right axis)") +
         "\nset grid ytics\nset key top right opaque box\nset xrange [-0.7:" + std::to_string(n) +
-        "]\nset yrange [0:*]\nset xtics " + tics +
+        "]\nset yrange [0:1.05 * norm_max]\nset xtics " + tics +
         " font ',9'\nset ytics nomirror\nset boxwidth 0.8\nset y2range [0:1.05]\nset y2tics 0, 0.25, 1\n"
         "set y2label 'gate'\nset ylabel '||v_j||'\n";
   for (std::size_t i = 0; i < done.size(); ++i) {

@@ -17,7 +17,7 @@ expect_failure("--heads 3 does not divide --d-model" "--heads 3 with d 16" ${EXE
 # 3. The smoke run: every default variant, plus one that explodes (a learning rate of 0.9) and
 #    must be recorded as diverged while the matrix goes on.
 set(variants baseline g1 g1_preaffine g1_gatednorm dyt dyt@0.0015 gated_dyt gated_dyt@0.0015 clip10 clip100
-    clip1000 glu glu_g1 dyt_g1 g1_clip10@0.9)
+    clip1000 glu glu_g1 dyt_g1 g1_clip1000 g1_preaffine_glu g1_gatednorm_glu linear g1_clip10@0.9)
 string(REPLACE ";" "," variant_list "${variants}")
 set(cmd ${EXE} --smoke --threads 2 --out ${OUT}/run --variants ${variant_list})
 execute_process(COMMAND ${cmd} --steps 12 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -26,7 +26,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "outlier_rescaling --smoke failed with ${rc}")
 endif()
 expect_output_has("${out}" "built-in smoke-test sentences" "### Claims" "max activation: baseline" "W4A4 loss degradation"
-        "g1_clip10@0.9 s0\\] diverged")
+        "DyT with G1 trains at the baseline's rate" "with G1, residual clipping at 1000"
+        "G1 \\+ GatedNorm: GLU is no worse" "attention without a normaliser" "g1_clip10@0.9 s0\\] diverged")
 expect_same_batches("${out}")
 list(LENGTH variants n_variants)
 expect_paired_starts("${out}" ${n_variants})

@@ -20,12 +20,13 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "sink_toys --smoke failed with ${rc}")
 endif()
 expect_output_has("${out}" "## Claims" "a NOP sink forms" "the G1 gate removes the NOP sink" "a broadcast hub forms on j"
-        "registers host the broadcast" "large BOS activation")
+        "registers host the broadcast" "large BOS activation" "the sink is a no-op through its value")
 expect_same_batches("${out}")
 expect_paired_starts("${out}" 16)
 
 # 3. Run folders: the final metrics of each kind of run and the files the figures read.
-set(nop_metrics mse sink sink_key attn0_nop attn0_active vratio kratio qk_sigma1 qk_sigma_ratio srank bos_ratio)
+set(nop_metrics mse sink sink_key attn0_nop attn0_active vratio kratio qk_sigma1 qk_sigma_ratio srank bos_ratio
+    mse_v0_zero mse_v0_restored)
 foreach(v nop_gamma_0 nop_gamma_0.5 nop_p_0.1 nop_never nop_gated)
   set(dir "${OUT}/run/nop/runs/${v}/seed0")
   expect_run_files("${dir}")
