@@ -233,7 +233,7 @@ std::string claims(const Study& S) {
       const bool none = every(dz, [](double x) { return std::abs(x) < 0.05; });
       cl.push_back({"the sink is a no-op through its value: zeroing v_s leaves the loss, giving v_s the other tokens' norm "
                     "raises it" + where,
-                    "§3: attention to a near-zero value adds nothing (the NOP reading; the paper has no intervention)",
+                    "§3: routing to a near-zero value is a no-op (read from the norm; the paper does not edit the value)",
                     "zeroed: relative Δ mse " + z.short_str(3) + "; restored norm: mse × " + r.short_str(1),
                     !formed                                                 ? Verdict::Untestable
                     : none && every(rr, [](double x) { return x > 2; })    ? Verdict::Reproduced
