@@ -44,31 +44,18 @@ struct Snapshot {
 // ---------------------------------------------------------------------------------------------
 // Evaluation on the fixed eval batch
 
-// ‖∂L/∂V_<s>‖ over the other tokens' mean ‖∂L/∂V_j‖ on the eval batch (the probed layer's values,
-// batch-mean norms): the pressure that drains the sink's value. Under a value gate it is eq. 8's
-// content path, g_s Σ_i α_is ∂L/∂z_i, which the paper says vanishes as the gate at <s> closes (its
-// self-regulatory path carries the same factor g_s). The gradients go into the parameters too;
-// the next training step zeroes them first.
-template <class M>
-double sink_value_grad_ratio(M& model, const EvalSet& ev, int layer) {
-  nn::ModelProbe<float> probe;  // outlives the tape's backward, which writes ∂L/∂V into it
-  probe.attention = true;
-  Tape<float> tape;
-  tape.backward(autodiff::cross_entropy(model.logits(tape, ev.x, &probe), ev.y));
-  const Tensor<float>& g = probe.layers[static_cast<std::size_t>(layer)].attn.grad_v;  // [B, H_kv, S, d]
-  const int64_t o = model.tokens.offset(), S = g.size(2);  // a register sits before <s>: left out
-  const Tensor<double> norms = probe::token_grad_norms(g).slice(0, o, S).contiguous();   // [T]
-  return probe::norm_ratio_to_others(norms.view({1, S - o}), 0)[0];
-}
-
 template <class M>
 io::LogRow evaluate(M& model, const data::BigramBackcopy& task, const EvalSet& ev, int layer, bool sink_logit,
                     Snapshot* snap) {
-  autodiff::no_grad off;
+  // One probed pass with its backward: the probe records the attention and, after backward(),
+  // ∂L/∂v of each layer (it outlives the tape's backward, which writes into it). The gradients go
+  // into the parameters too; the next training step zeroes them first.
   Tape<float> tape;
   nn::ModelProbe<float> probe;
   probe.attention = true;
   auto logits = model.logits(tape, ev.x, &probe);
+  const auto loss = autodiff::cross_entropy(logits, ev.y);
+  tape.backward(loss);
   const auto risk = task.risk(ev.x, ev.y, logits.value());
 
   // Prepended tokens (the register) sit before <s>: keys and queries of the sequence start at `o`.
@@ -149,7 +136,12 @@ io::LogRow evaluate(M& model, const data::BigramBackcopy& task, const EvalSet& e
       snap->copy_score.push_back(c ? s / double(c) : NAN);
     }
   }
-  return {{"loss", autodiff::cross_entropy(logits, ev.y).item()},
+  // ‖∂L/∂v_<s>‖ over the other tokens' mean (batch-mean norms; a register before <s> left out): the
+  // pressure that drains the sink's value. Under a value gate it is eq. 8's content path,
+  // g_s Σ_i α_is ∂L/∂z_i, which the paper says vanishes as the gate at <s> closes (its
+  // self-regulatory path carries the same factor g_s).
+  const Tensor<double> grad_norms = probe::token_grad_norms(rec.grad_v).slice(0, o, o + T).contiguous();  // [T]
+  return {{"loss", loss.item()},
           {"bigram_risk", risk.bigram},
           {"backcopy_risk", risk.backcopy},
           {"attn_sink", probe::attn_to_key(A, 0, ev.non_trigger).mean()},
@@ -161,7 +153,8 @@ io::LogRow evaluate(M& model, const data::BigramBackcopy& task, const EvalSet& e
           {"wo_val_sink_ratio", probe::norm_ratio_to_others(on, 0).mean()},
           {"delta_logit", probe::delta_logit(L, 0, ev.non_trigger).mean()},
           {"gate_sink", gate_sink},
-          {"gate_rest", gate_rest}};
+          {"gate_rest", gate_rest},
+          {"grad_v_sink_ratio", probe::norm_ratio_to_others(grad_norms.view({1, T}), 0)[0]}};
 }
 
 inline std::string report_line(const io::LogRow& r) {
@@ -225,7 +218,6 @@ void fit(ex::Run& run, const Context& c, const ex::TensorBank& reference) {
         Snapshot snap;
         const bool last = step == c.s.flags.steps;
         io::LogRow row = evaluate(model, c.task, c.ev, c.layer, Score::has_sink, last ? &snap : nullptr);
-        row.emplace_back("grad_v_sink_ratio", sink_value_grad_ratio(model, c.ev, c.layer));
         if (last) {
           write_snapshot(run.dir(), snap, c.ev, c.task);
           std::string line = "[" + run.tag() + "] copy score per layer (trigger -> previous token):";
