@@ -1,0 +1,21 @@
+// examples/sink_atlas, the sigmoid gates: Gated Attention G1 per channel and per head (σ(X·W_g)
+// on each head's output, Qiu et al.), IGA (σ(X·W_g) per head on each key's value) and VGA
+// (σ(V·W_g) per head) on each key's value — the VGA paper's eq. 4 — and on each query's output
+// (its App. B).
+#include "fit.hpp"
+
+namespace sink_atlas::detail {
+
+bool run_gates(experiment::Run& r, const Context& c) {
+  using namespace gate;
+  const std::string& v = r.variant();
+  if (v == "g1") fit<Decoder<G1>>(r, c);
+  else if (v == "g1_head") fit<Decoder<attn::Attention<score::Softmax, FromInput<per_head, on_output>>>>(r, c);
+  else if (v == "iga") fit<Decoder<attn::Attention<score::Softmax, FromInput<per_head, on_values>>>>(r, c);
+  else if (v == "vga") fit<Decoder<attn::Attention<score::Softmax, FromValue<per_head, on_values>>>>(r, c);
+  else if (v == "vga_out") fit<Decoder<attn::Attention<score::Softmax, FromValue<per_head, on_output>>>>(r, c);
+  else return false;
+  return true;
+}
+
+}  // namespace sink_atlas::detail

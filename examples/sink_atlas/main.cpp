@@ -1,0 +1,478 @@
+// The sink atlas: every mitigation of the five papers on one sink-forming language model, every
+// diagnostic in one table. Each paper compares its own remedy with a baseline on its own model;
+// here they share the data, the seeds, the initial weights (every variant of a seed starts from
+// the baseline's tensors), the batches and the budget, at the setting in which the baseline
+// decoder forms an attention sink (docs/results/sink-emergence.md).
+//
+//   sink_atlas                                      # every variant, 3 seeds (docs/results/sink-atlas.md)
+//   sink_atlas --variants baseline,g1 --seeds 0 --out out/atlas-a   # a part; merge with --resume
+//   sink_atlas --quick                              # minutes: d 64, T 128, 300 steps, six variants
+//   sink_atlas --smoke                              # seconds, every variant, built-in sentences (CTest)
+//
+// Output (--out): runs/<variant>/seed<k>/ (metrics, every evaluation's full report), summary.md
+// with the atlas table, the paired differences and the findings, and the figures.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "../common/lm_flags.hpp"
+#include "../common/optim_flags.hpp"
+#include "../common/sentences.hpp"
+#include "../common/sink_preset.hpp"
+#include "../common/smoke_preset.hpp"
+#include "../common/study_summary.hpp"
+#include "sinklab/core/parallel.hpp"
+#include "sinklab/data/word_lm.hpp"
+#include "sinklab/io/files.hpp"
+#include "study.hpp"
+
+using namespace sinklab;
+namespace fs = std::filesystem;
+using experiment::fixed;
+using experiment::Json;
+using experiment::Matrix;
+using experiment::Spread;
+using sink_atlas::Settings;
+
+namespace sink_atlas {
+
+// The atlas' rows: every variant, what it changes and where it comes from (docs/papers.md).
+struct VariantInfo {
+  std::string name, what, source;
+};
+const std::vector<VariantInfo>& variant_table() {
+  static const std::vector<VariantInfo> v = {
+      {"baseline", "softmax attention", "—"},
+      {"sink_logit", "a learnable sink logit per head", "gpt-oss; VGA §4.2 'learnable sink'"},
+      {"registers", "4 register tokens, prepended", "Darcet et al.; VGA §4.2"},
+      {"sink_token", "one learnable token at position 0", "a learnable sink / BOS token"},
+      {"g1", "G1: σ(X·W_g) per channel of each head's output", "Gated Attention (Qiu et al.)"},
+      {"g1_head", "G1 per head", "Gated Attention (Qiu et al.)"},
+      {"iga", "σ(X·W_g) per head on each key's value", "VGA paper's IGA"},
+      {"vga", "σ(V·W_g) per head on each key's value", "VGA eq. 4"},
+      {"vga_out", "σ(V·W_g) per head on each query's output", "VGA App. B"},
+      {"preaffine_g1", "PreAffine (per-channel scale before RMSNorm) + G1", "outlier-driven rescaling"},
+      {"gatednorm_g1", "GatedNorm (rank-16 gate after RMSNorm) + G1", "outlier-driven rescaling"},
+      {"dyt", "DyT tanh(αx) for every RMSNorm, at its best rate", "outlier-driven rescaling (DyT)"},
+      {"vscale", "V-scale: v̂ = φ(‖v‖²) v", "gradient sinks"},
+      {"resformer", "value residual to layer 1's values (0.5 / 0.5)", "ResFormer (ExoFormer's baseline)"},
+      {"nuresformer", "G1 + layer 1's q, k, v, gate as anchors, static", "ExoFormer paper"},
+      {"exoformer", "G1 + an embedding projection as anchors, static", "ExoFormer"},
+      {"exoformer_dyn", "ExoFormer with dynamic (token-wise) mixing", "ExoFormer"},
+      {"sigmoid", "σ(s − log n): no normaliser", "Gu et al. (no sink without a normaliser)"},
+      {"relu", "ReLU(s) / n: no normaliser", "Gu et al."},
+      {"clipped", "clipped softmax, ζ = 1, γ = −12/T", "Bondarenko et al."},
+  };
+  return v;
+}
+
+std::vector<std::string> variant_names() {
+  std::vector<std::string> n;
+  for (const auto& v : variant_table()) n.push_back(v.name);
+  return n;
+}
+
+const VariantInfo& info(const std::string& name) {
+  const auto& t = variant_table();
+  const auto it = std::find_if(t.begin(), t.end(), [&](const VariantInfo& v) { return v.name == name; });
+  if (it == t.end()) {
+    std::string known;
+    for (const auto& v : t) known += (known.empty() ? "" : ", ") + v.name;
+    throw Error("sink_atlas: --variants: '" + name + "' is not a variant; known: " + known);
+  }
+  return *it;
+}
+
+void run(experiment::Run& r, const Context& c) {
+  info(r.variant());
+  if (!detail::run_sinks(r, c) && !detail::run_gates(r, c) && !detail::run_norms(r, c) && !detail::run_mixing(r, c) &&
+      !detail::run_scores(r, c))
+    throw Error("sink_atlas: no model for the variant '" + r.variant() + "'");
+}
+
+}  // namespace sink_atlas
+
+namespace {
+
+using Summary = examples::StudySummary<Settings>;
+
+Json settings_json(const Settings& s, const std::string& source, int64_t vocab) {
+  return Json{{"d_model", s.d_model}, {"layers", s.layers}, {"heads", s.heads}, {"seq_len", s.seq_len},
+              {"batch", s.batch}, {"vocab", vocab}, {"lr", s.lr}, {"dyt_lr", s.dyt_lr},
+              {"weight_decay", s.weight_decay}, {"beta2", s.beta2}, {"warmup", s.warmup}, {"clip", s.clip},
+              {"min_lr_ratio", s.min_lr_ratio}, {"init", s.init}, {"registers", s.registers},
+              {"eval_every", s.eval_every}, {"eval_batch", s.eval_batch}, {"val_batches", s.val_batches},
+              {"calib_batches", s.calib_batches}, {"eval_seed", s.eval_seed}, {"text", source}};
+}
+
+// A column of the atlas: the final metric, its header, its precision.
+struct Column {
+  std::string key, title;
+  int precision;
+};
+const std::vector<Column>& sink_columns() {
+  static const std::vector<Column> c = {
+      {"alpha_max", "α₀ max", 2},          {"sink03", "Sink^0.3", 2},       {"sink08", "Sink^0.8", 2},
+      {"added", "attn → added", 2},        {"vratio_sink", "‖v₀‖ ratio", 2}, {"dlogit_sink", "Δlogit₀", 2},
+      {"massive", "top-1 / median", 0},    {"max_inf_norm", "Max inf-norm", 1}, {"avg_kurtosis", "Avg kurtosis", 1},
+      {"gv_ratio", "‖∇v‖ tok0 / 1–15", 2}, {"stable_rank", "stable rank", 2}};
+  return c;
+}
+const std::vector<Column>& cost_columns() {
+  static const std::vector<Column> c = {
+      {"val_loss", "val loss", 3},        {"val_ppl", "ppl", 1},          {"ptq_w8a8_dloss", "W8A8", 3},
+      {"ptq_w8a8_sq_dloss", "W8A8 SQ", 3}, {"ptq_w4a4_int4_dloss", "INT4", 3}, {"ptq_w4a4_int4_sq_dloss", "INT4 SQ", 3},
+      {"ptq_w4a4_fp4_dloss", "FP4", 3},   {"ptq_w4a4_fp4_sq_dloss", "FP4 SQ", 3}, {"ms_per_step", "ms / step", 1},
+      {"parameters", "params", 0}};
+  return c;
+}
+
+// A run forms a sink: a head with α₀ ≥ alpha_sink, or Sink^0.3 ≥ 0.1 (docs/results/sink-emergence.md).
+// Below 64 tokens the α₀ window is shorter and uniform attention alone passes 0.3 (0.34 at T = 8),
+// so there the rate does not count.
+bool forms_sink(const experiment::RunResult& r, const Settings& s) {
+  return r.metric("alpha_max") >= s.alpha_sink || (s.seq_len >= 64 && r.metric("sink03") >= 0.1);
+}
+// "every" / "none" / "k of n" seeds in which pred holds, over the runs that did not diverge.
+template <class Pred>
+std::pair<int, int> count_runs(const Summary& S, const std::string& v, Pred pred) {
+  int yes = 0, n = 0;
+  for (const auto* x : S.m.of(v))
+    if (!x->diverged) ++n, yes += pred(*x) ? 1 : 0;
+  return {yes, n};
+}
+
+std::string tables(const Summary& S) {
+  const auto& vs = S.m.variants();
+  std::string md;
+  {
+    std::vector<std::string> head = {"variant", "diverged", "sink (seeds)"};
+    for (const auto& c : sink_columns()) head.push_back(c.title);
+    experiment::Table t(head);
+    for (const auto& v : vs) {
+      if (!S.has(v)) continue;
+      const auto [yes, n] = count_runs(S, v, [&](const experiment::RunResult& r) { return forms_sink(r, S.s); });
+      std::vector<std::string> row = {v, std::to_string(S.diverged(v)) + "/" + std::to_string(S.m.of(v).size()),
+                                      std::to_string(yes) + "/" + std::to_string(n)};
+      for (const auto& c : sink_columns()) row.push_back(S.spread(v, c.key).short_str(c.precision));
+      t.row(row);
+    }
+    md += "### The sink, the activations and the gradient at the end of training (mean ± sd over seeds)\n\n" +
+          t.markdown() +
+          "\nα₀: mean attention of the first 64 queries to key 0, the strongest head; Sink^ε: fraction of heads with "
+          "α₀ > ε; attn → added: attention a query gives to the prepended tokens or the sink logit; ‖v₀‖ ratio and "
+          "Δlogit₀: in the strongest head; top-1 / median: the largest |x| of a layer output over its median; Max "
+          "inf-norm and Avg kurtosis over every module's inputs and outputs; stable rank of the attention update, mean "
+          "over layers. Key 0 is BOS, or the first prepended token.\n\n";
+  }
+  {
+    std::vector<std::string> head = {"variant", "Δ loss vs baseline (paired)"};
+    for (const auto& c : cost_columns()) head.push_back(c.title);
+    experiment::Table t(head);
+    for (const auto& v : vs) {
+      if (!S.has(v)) continue;
+      std::vector<std::string> row = {
+          v, v == "baseline" || !S.has("baseline") ? "—"
+                                                   : experiment::paired_difference(S.paired(v, "baseline", "val_loss")).str()};
+      for (const auto& c : cost_columns()) row.push_back(S.spread(v, c.key).short_str(c.precision));
+      t.row(row);
+    }
+    md += "### Loss, post-training quantization (Δ loss in nats) and cost (mean ± sd over seeds)\n\n" + t.markdown() +
+          "\nW8A8, INT4 (W4A4), FP4 (W4A4, E2M1): Δ validation loss after quantizing every projection's weights and "
+          "inputs, calibrated on training windows; SQ: with SmoothQuant (α 0.5). ms / step: one forward and backward "
+          "pass of a training batch on the threads the run used, the fastest of three.\n\n";
+  }
+  if (S.has("baseline")) {
+    const std::vector<Column> keys = {{"val_loss", "val loss", 3},      {"alpha_max", "α₀ max", 2},
+                                      {"sink03", "Sink^0.3", 2},        {"massive", "top-1 / median", 0},
+                                      {"avg_kurtosis", "Avg kurtosis", 1}, {"max_inf_norm", "Max inf-norm", 1},
+                                      {"gv_ratio", "‖∇v‖ tok0 / 1–15", 2}, {"ptq_w8a8_dloss", "W8A8 Δ", 3},
+                                      {"ptq_w4a4_int4_dloss", "INT4 Δ", 3}};
+    std::vector<std::string> head = {"variant − baseline"};
+    for (const auto& c : keys) head.push_back(c.title);
+    experiment::Table t(head);
+    for (const auto& v : vs) {
+      if (v == "baseline" || !S.has(v)) continue;
+      std::vector<std::string> row = {v};
+      for (const auto& c : keys) {
+        const auto p = experiment::paired_difference(S.paired(v, "baseline", c.key));
+        row.push_back((p.clear() ? "**" : "") + p.str(c.precision) + (p.clear() ? "**" : ""));
+      }
+      t.row(row);
+    }
+    md += "### Each variant against the baseline of the same seed (paired differences)\n\n" + t.markdown() +
+          "\nBold: the same sign in every seed and |mean| ≥ sd (at least two seeds); the rest is inside the seed "
+          "spread.\n\n";
+  }
+  {
+    experiment::Table t({"variant", "what it changes", "from", "compute (s per run, mean)", "seeds"});
+    for (const auto& v : vs) {
+      if (!S.has(v)) continue;
+      std::vector<double> secs;
+      std::string seeds;
+      for (const auto* x : S.m.of(v)) secs.push_back(x->seconds), seeds += (seeds.empty() ? "" : " ") + std::to_string(x->seed);
+      const auto& i = sink_atlas::info(v);
+      t.row({v, i.what, i.source, fixed(experiment::summarize(secs).mean, 0), seeds});
+    }
+    md += "### The variants\n\n" + t.markdown() + "\n";
+  }
+  return md;
+}
+
+// Spearman's rank correlation (average ranks for ties) over the finite pairs.
+double spearman(const std::vector<double>& a, const std::vector<double>& b, int* n_out) {
+  std::vector<std::pair<double, double>> p;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    if (std::isfinite(a[i]) && std::isfinite(b[i])) p.emplace_back(a[i], b[i]);
+  *n_out = static_cast<int>(p.size());
+  if (p.size() < 3) return NAN;
+  auto ranks = [&](bool first) {
+    std::vector<std::size_t> idx(p.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    auto val = [&](std::size_t i) { return first ? p[i].first : p[i].second; };
+    std::sort(idx.begin(), idx.end(), [&](std::size_t x, std::size_t y) { return val(x) < val(y); });
+    std::vector<double> r(p.size());
+    for (std::size_t i = 0; i < idx.size();) {
+      std::size_t j = i;
+      while (j + 1 < idx.size() && val(idx[j + 1]) == val(idx[i])) ++j;
+      for (std::size_t k = i; k <= j; ++k) r[idx[k]] = 0.5 * double(i + j) + 1;
+      i = j + 1;
+    }
+    return r;
+  };
+  const auto ra = ranks(true), rb = ranks(false);
+  const double ma = experiment::summarize(ra).mean, mb = experiment::summarize(rb).mean;
+  double sab = 0, saa = 0, sbb = 0;
+  for (std::size_t i = 0; i < ra.size(); ++i)
+    sab += (ra[i] - ma) * (rb[i] - mb), saa += (ra[i] - ma) * (ra[i] - ma), sbb += (rb[i] - mb) * (rb[i] - mb);
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : NAN;
+}
+
+// What the table supports across papers, computed from it: which variants form the sink, whether
+// the sink travels with the outliers and the quantization error across architectures, and which
+// sink-free variant costs the least loss.
+std::string findings(const Summary& S) {
+  if (!S.has("baseline")) return "";
+  std::string md = "### Findings\n\n";
+  const auto [b_yes, b_n] = count_runs(S, "baseline", [&](const experiment::RunResult& r) { return forms_sink(r, S.s); });
+  md += "- The baseline forms a sink (α₀ ≥ " + fixed(S.s.alpha_sink, 1) + " or Sink^0.3 ≥ 0.1) in " + std::to_string(b_yes) +
+        " of " + std::to_string(b_n) + " seeds (α₀ max " + S.spread("baseline", "alpha_max").short_str(2) + ").";
+  if (b_n == 0 || b_yes < b_n)
+    md += " The comparisons below ask which variants remove a sink the baseline has; with a baseline that does not "
+          "form one in every seed they are **untestable here** and stand as descriptions.";
+  md += "\n";
+  std::vector<std::string> keep, remove, mixed;
+  for (const auto& v : S.m.variants()) {
+    if (v == "baseline" || !S.has(v)) continue;
+    const auto [yes, n] = count_runs(S, v, [&](const experiment::RunResult& r) { return forms_sink(r, S.s); });
+    if (n == 0) continue;
+    (yes == n ? keep : yes == 0 ? remove : mixed).push_back(v);
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s.empty() ? std::string("none") : s;
+  };
+  md += "- A sink in every seed: " + list(keep) + ". In no seed: " + list(remove) + ". In some: " + list(mixed) + ".\n";
+  // Across variants (their seed means): does the sink's strength rank the outliers and the W4A4 error?
+  std::vector<double> alpha, kurt, massive, inf, int4;
+  for (const auto& v : S.m.variants()) {
+    if (!S.has(v)) continue;
+    alpha.push_back(S.mean(v, "alpha_max"));
+    kurt.push_back(S.mean(v, "avg_kurtosis"));
+    massive.push_back(S.mean(v, "massive"));
+    inf.push_back(S.mean(v, "max_inf_norm"));
+    int4.push_back(S.mean(v, "ptq_w4a4_int4_dloss"));
+  }
+  for (const auto& [name, ys] : std::vector<std::pair<std::string, const std::vector<double>*>>{
+           {"Avg kurtosis", &kurt}, {"top-1 / median", &massive}, {"Max inf-norm", &inf}, {"INT4 Δ loss", &int4}}) {
+    int n = 0;
+    const double rho = spearman(alpha, *ys, &n);
+    md += "- Across the " + std::to_string(n) + " variants, the rank correlation of α₀ max with " + name + " is ρ = " +
+          fixed(rho, 2) + (n < 8 ? " (too few variants to read)" : std::abs(rho) >= 0.5 ? "" : " (weak)") + ".\n";
+  }
+  // The sink-free variant with the lowest loss against the baseline (paired), where the baseline
+  // has a sink for it to remove.
+  std::string best;
+  double best_d = INFINITY;
+  for (const auto& v : remove) {
+    const auto d = experiment::summarize(S.paired(v, "baseline", "val_loss"));
+    if (d.n_finite > 0 && d.mean < best_d) best_d = d.mean, best = v;
+  }
+  if (!best.empty() && b_n > 0 && b_yes == b_n)
+    md += "- Of the variants that remove the sink in every seed, " + best + " has the lowest loss against the "
+          "baseline: Δ " + experiment::paired_difference(S.paired(best, "baseline", "val_loss")).str() + ".\n";
+  return md + "\n";
+}
+
+void figures(const Summary& S, const fs::path& out) {
+  experiment::Figures fig(out);
+  std::vector<std::string> vs;
+  for (const auto& v : S.m.variants())
+    if (S.has(v)) vs.push_back(v);
+  if (vs.empty()) return;
+  // The atlas as a heat map: each column normalised over the variants (min 0, max 1; a column
+  // without spread all 0), grey where a diagnostic does not apply.
+  {
+    std::vector<Column> cols = sink_columns();
+    for (const auto& c : cost_columns())
+      if (c.key != "val_ppl" && c.key != "parameters") cols.push_back(c);
+    std::vector<double> m(vs.size() * cols.size(), -0.1);
+    for (std::size_t j = 0; j < cols.size(); ++j) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (const auto& v : vs) {
+        const double x = S.mean(v, cols[j].key);
+        if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+      }
+      for (std::size_t i = 0; i < vs.size(); ++i) {
+        const double x = S.mean(vs[i], cols[j].key);
+        if (std::isfinite(x)) m[i * cols.size() + j] = hi > lo ? (x - lo) / (hi - lo) : 0.0;
+      }
+    }
+    experiment::write_matrix(out / "atlas_heatmap.dat", m.data(), int64_t(vs.size()), int64_t(cols.size()));
+    std::string xt, yt;
+    for (std::size_t j = 0; j < cols.size(); ++j) xt += (j ? ", " : "") + experiment::gp_quote(cols[j].title) + " " + std::to_string(j);
+    for (std::size_t i = 0; i < vs.size(); ++i) yt += (i ? ", " : "") + experiment::gp_quote(vs[i]) + " " + std::to_string(i);
+    fig.script("set terminal " + fig.terminal() + " size 1300," + std::to_string(200 + 28 * vs.size()) +
+                   "\nset output 'atlas_heatmap.png'\nset title 'the atlas, each column scaled to its range over the "
+                   "variants (0: lowest, 1: highest; white throughout: no spread; grey: does not apply)'\nset datafile separator whitespace\n"
+                   "unset key\nunset grid\nset palette defined (-0.1 'gray80', -0.0001 'gray80', 0 'white', 0.5 '#6baed6', "
+                   "1 '#08306b')\nset cbrange [-0.1:1]\nset xrange [-0.5:" + std::to_string(cols.size()) + "-0.5]\n"
+                   "set yrange [" + std::to_string(vs.size()) + "-0.5:-0.5]\nset xtics (" + xt + ") rotate by 40 right font ',9'\n"
+                   "set ytics (" + yt + ") font ',9'\nplot 'atlas_heatmap.dat' matrix with image\n"
+                   "set xtics autofreq norotate\nset ytics autofreq\nset xrange [*:*]\nset yrange [*:*]\n"
+                   "set datafile separator ','\nset grid\nset key default\nunset title\n",
+               "atlas_heatmap.png");
+  }
+  // Per-layer sink maps: α₀ per layer (rows) and head (columns), mean over seeds, one scale.
+  {
+    std::vector<experiment::Figures::Series> maps;
+    for (const auto& v : vs) {
+      std::vector<double> a(static_cast<std::size_t>(S.s.layers * S.s.heads), NAN);
+      for (int64_t l = 0; l < S.s.layers; ++l)
+        for (int64_t h = 0; h < S.s.heads; ++h) a[std::size_t(l * S.s.heads + h)] = S.mean(v, sink_atlas::head_key(l, h, "alpha"));
+      experiment::write_matrix(out / ("sinkmap_" + v + ".dat"), a.data(), S.s.layers, S.s.heads);
+      maps.push_back({v, "sinkmap_" + v + ".dat"});
+    }
+    for (std::size_t first = 0, part = 1; first < maps.size(); first += 5, ++part) {
+      const std::vector<experiment::Figures::Series> chunk(maps.begin() + long(first),
+                                                          maps.begin() + long(std::min(maps.size(), first + 5)));
+      fig.heatmaps("sink_maps_" + std::to_string(part) + ".png",
+                   "alpha_0 per layer and head (first 64 queries to key 0; mean over seeds; one colour scale 0..1)", chunk,
+                   {.x = "head", .y = "layer", .labels = {}, .x_first = 0, .y_first = 1, .tick = 1, .square = false}, 1.0);
+    }
+  }
+  // Over training, ten lines a figure (the palette's ten colours), the baseline in each.
+  {
+    std::vector<experiment::Figures::Series> ss;
+    for (const auto& v : vs) {
+      const std::string file = "dynamics_" + v + ".csv";
+      experiment::write_dynamics(out / file, S.m.of(v),
+                                 {"val_loss", "alpha_max", "sink03", "massive", "avg_kurtosis", "gv_ratio"});
+      if (v != "baseline") ss.push_back({v, file});
+    }
+    const int64_t after_warmup = std::llround(S.s.warmup * double(experiment::last_step(S.m.of(vs.front())))) + 1;
+    std::vector<std::vector<experiment::Figures::Series>> groups(std::max<std::size_t>(1, (ss.size() + 8) / 9));
+    for (std::size_t i = 0; i < ss.size(); ++i) groups[i / 9].push_back(ss[i]);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      std::vector<experiment::Figures::Series> chunk;
+      if (S.has("baseline")) chunk.push_back({"baseline", "dynamics_baseline.csv"});
+      chunk.insert(chunk.end(), groups[g].begin(), groups[g].end());
+      if (chunk.empty()) continue;
+      fig.dynamics("dynamics_" + std::to_string(g + 1) + ".png", "over training (band: min..max over seeds)",
+                   {{"alpha_max", "alpha_0 max"}, {"sink03", "Sink^0.3"}, {"massive", "top-1 / median", true},
+                    {"avg_kurtosis", "Avg kurtosis"}, {"gv_ratio", "||grad v|| token 0 / 1-15"},
+                    {"val_loss", "validation loss", false, after_warmup}},
+                   chunk, 3);
+    }
+  }
+  fig.render();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  experiment::CommonFlags flags{.out = "out/sink_atlas", .steps = 5000};
+  CLI::App app{"The sink atlas: every mitigation of the five papers on one sink-forming Llama-like decoder, every "
+               "diagnostic in one table (docs/results/sink-atlas.md).",
+               "sink_atlas"};
+  experiment::add_common_flags(app, flags);
+  std::vector<std::string> variants;
+  app.add_option("--variants", variants, "comma-separated variants (default: all 20; see the summary's table)")
+      ->delimiter(',');
+  examples::add_lm_flags(app, s);
+  examples::add_optimiser_flags(app, s);
+  app.add_option("--dyt-lr", s.dyt_lr, "DyT's peak learning rate (its best in outlier_rescaling's sweep)")
+      ->check(CLI::Range(1e-7, 1.0))->capture_default_str();
+  app.add_option("--registers", s.registers, "register tokens of the 'registers' variant (prepended)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}))->capture_default_str();
+  app.add_option("--calib-batches", s.calib_batches, "PTQ calibration batches (from the training text)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  if (int rc = experiment::parse(app, argc, argv); rc >= 0) return rc;
+  examples::sink_preset(app, flags, s);  // the defaults already are the preset; it is accepted for uniformity
+  if (flags.quick) {
+    experiment::preset(app, "--steps", flags.steps, 300);
+    experiment::preset(app, "--d-model", s.d_model, 64);
+    experiment::preset(app, "--seq-len", s.seq_len, 128);
+    experiment::preset(app, "--eval-every", s.eval_every, 100);
+    if (app.count("--seeds") == 0) flags.seeds = {0};
+    if (variants.empty()) variants = {"baseline", "sink_logit", "g1", "vga", "vscale", "sigmoid"};
+  }
+  if (s.smoke) {
+    examples::smoke_preset(app, flags, s);
+    experiment::preset(app, "--registers", s.registers, 2);
+  }
+
+  try {
+    SINKLAB_CHECK(s.d_model % s.heads == 0, "sink_atlas: --heads ", s.heads, " does not divide --d-model ", s.d_model);
+    if (variants.empty()) variants = sink_atlas::variant_names();
+    for (const auto& v : variants) sink_atlas::info(v);  // names the bad one before anything runs
+    if (flags.threads > 0) set_num_threads(flags.threads);
+
+    const examples::Sentences text = examples::load_corpus("sink_atlas", s.corpus, s.text_file, s.brown_dir, s.smoke);
+    const data::WordLmCorpus corpus = data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = 1});
+    std::printf("text: %s; %zu training and %zu validation words, vocabulary %lld\n", text.source.c_str(),
+                corpus.train.size(), corpus.validation.size(), static_cast<long long>(corpus.vocab));
+    sink_atlas::EvalData ev;
+    ev.validation = data::consecutive_lm_windows(corpus.validation, s.seq_len, s.eval_batch, s.val_batches, sink_atlas::kBos);
+    ev.probe = ev.validation.front();
+    Rng calib(s.eval_seed, 2);
+    for (int64_t i = 0; i < s.calib_batches; ++i)
+      ev.calibration.push_back(data::sample_lm_windows(corpus.train, calib, s.eval_batch, s.seq_len, sink_atlas::kBos));
+
+    const auto c = examples::lm_context<sink_atlas::Context>(s, corpus.train, ev, corpus.vocab, flags.steps);
+    const double tokens = double(flags.steps) * double(s.batch * s.seq_len);
+    std::printf("model: %lld layers, d = %lld, %lld heads, pre-norm RMSNorm, RoPE, SwiGLU; T = %lld, batch %lld; AdamW "
+                "%g (wd %g), %s; %lld steps (%.1f M tokens, %.1f epochs) per run, %zu variant(s) x %zu seed(s)\n",
+                static_cast<long long>(s.layers), static_cast<long long>(s.d_model), static_cast<long long>(s.heads),
+                static_cast<long long>(s.seq_len), static_cast<long long>(s.batch), s.lr, s.weight_decay,
+                s.min_lr_ratio < 1 ? ("cosine to " + fixed(s.min_lr_ratio, 2) + " of the peak").c_str() : "constant after warm-up",
+                static_cast<long long>(flags.steps), tokens / 1e6, tokens / double(corpus.train.size()), variants.size(),
+                flags.seeds.size());
+
+    Matrix m("sink_atlas", flags, variants, settings_json(s, text.source, corpus.vocab), argc, argv);
+    const bool complete = m.run([&](experiment::Run& r) { sink_atlas::run(r, c); });
+    const Summary S{m, s};
+    std::string md = "# The sink atlas at " + std::to_string(s.layers) + " layers, d = " + std::to_string(s.d_model) +
+                     "\n\n" + text.source + "; " + std::to_string(flags.steps) + " steps of " +
+                     std::to_string(s.batch * s.seq_len) + " tokens per run (" + fixed(tokens / 1e6, 1) +
+                     " M tokens), seeds";
+    for (auto seed : flags.seeds) md += " " + std::to_string(seed);
+    md += ". Every measure on the first validation batch at the end of training (one forward and backward pass).\n\n";
+    md += tables(S) + findings(S);
+    io::write_file_atomically(m.out() / "summary.md", md);
+    std::printf("\n%s\nsummary: %s\n", md.c_str(), (m.out() / "summary.md").string().c_str());
+    if (s.plots) figures(S, m.out());
+    if (!complete) return 130;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sink_atlas: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

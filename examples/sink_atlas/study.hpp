@@ -1,0 +1,67 @@
+// examples/sink_atlas: what its translation units share. The variants are built in arch_*.cpp by
+// family (a few model types each, so they compile in parallel and an edit recompiles one); fit.hpp
+// trains and measures one run; main.cpp holds the variant table, the command line, the atlas
+// table, the findings and the figures.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../common/lm_study.hpp"
+#include "sinklab/experiment/experiment.hpp"
+
+namespace sink_atlas {
+
+constexpr int32_t kBos = 0;  // every window starts with it; words start at 1
+
+struct Settings {
+  // The setting in which the vanilla decoder formed an attention sink in every seed
+  // (docs/results/sink-emergence.md, --preset sink of the other LM studies): a Llama-like decoder
+  // (pre-norm RMSNorm, RoPE, SwiGLU), d 128, 4 layers, 4 heads, context 256 with a fixed BOS,
+  // AdamW 3e-3 held constant after a 5% warm-up, weight decay 0.5 on every parameter (as in the
+  // runs that formed the sink), Gu et al.'s N(0, √(2/5d)) init, Brown + sotu + Moby-Dick.
+  int64_t d_model = 128, layers = 4, heads = 4, seq_len = 256, batch = 16, vocab = 4096;
+  double lr = 3e-3, weight_decay = 0.5, beta2 = 0.95, warmup = 0.05, clip = 1.0, min_lr_ratio = 1.0;
+  double dyt_lr = 1.5e-3;   // DyT's peak rate: its best in outlier_rescaling's sweep (3e-3 trains worse)
+  int64_t registers = 4;    // register tokens of the 'registers' variant (prepended: a causal model sees them)
+  double diverge_margin = 2.0;  // a loss above ln(vocab) + this ends a run as diverged
+  int64_t eval_every = 250, eval_batch = 16, val_batches = 8, calib_batches = 4;
+  int64_t timing_passes = 3;    // forward + backward passes timed at the end (ms per step)
+  uint64_t eval_seed = 20251125;
+  std::string init = "gu";
+  std::string corpus = "brown,sotu,moby-dick", preset;
+  std::string text_file, brown_dir;
+  bool smoke = false, plots = true;
+  // What counts as a sink and a massive activation (docs/results/sink-emergence.md).
+  double alpha_sink = 0.5;     // a head whose α₀ (first 64 queries) reaches this is a sink head
+  double massive_ratio = 100;  // top-1 |x| / median |x| of a layer output
+};
+
+// "L<l>_h<h>_<name>": a per-head metric of the run's log (built by appending: GCC 12 warns falsely
+// (-Wrestrict) on an operator+ chain here).
+inline std::string head_key(int64_t l, int64_t h, const char* name) {
+  std::string k = "L";
+  k += std::to_string(l);
+  k += "_h";
+  k += std::to_string(h);
+  k += '_';
+  k += name;
+  return k;
+}
+
+using EvalData = examples::LmEvalData;
+using Context = examples::LmContext<Settings>;
+
+// Trains one run of the matrix (any variant) and records every diagnostic of the atlas.
+void run(sinklab::experiment::Run& run, const Context& c);
+
+namespace detail {
+// Per family: true when the variant is one of theirs (and the run was done).
+bool run_sinks(sinklab::experiment::Run& r, const Context& c);   // baseline, sink_logit, registers, sink_token, vscale
+bool run_gates(sinklab::experiment::Run& r, const Context& c);   // g1, g1_head, iga, vga, vga_out
+bool run_norms(sinklab::experiment::Run& r, const Context& c);   // preaffine_g1, gatednorm_g1, dyt
+bool run_mixing(sinklab::experiment::Run& r, const Context& c);  // resformer, nuresformer, exoformer(_dyn)
+bool run_scores(sinklab::experiment::Run& r, const Context& c);  // sigmoid, relu, clipped
+}  // namespace detail
+
+}  // namespace sink_atlas

@@ -1,0 +1,12 @@
+# Smoke test of examples/sink_atlas: the --smoke preset (a tiny decoder, a few steps of every one
+# of the 20 variants, on built-in sentences: no network, no corpus), then
+# tests/sink_atlas_smoke/check.cmake checks the outputs, every diagnostic of the atlas, the
+# paired starts, --resume and the error messages.
+if(SINKLAB_BUILD_EXAMPLES)
+  add_test(NAME sink_atlas_smoke
+    COMMAND ${CMAKE_COMMAND}
+      -DEXE=$<TARGET_FILE:sink_atlas>
+      -DOUT=${CMAKE_CURRENT_BINARY_DIR}/sink_atlas_smoke
+      -P ${CMAKE_CURRENT_SOURCE_DIR}/sink_atlas_smoke/check.cmake)
+  set_tests_properties(sink_atlas_smoke PROPERTIES LABELS example TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2")
+endif()

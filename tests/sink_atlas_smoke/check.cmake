@@ -1,0 +1,68 @@
+# Runs sink_atlas --smoke and checks its outputs (cmake -P; see ../sink_atlas_smoke.cmake).
+#   -DEXE=<program> -DOUT=<scratch folder>
+cmake_minimum_required(VERSION 3.20)
+include(${CMAKE_CURRENT_LIST_DIR}/../smoke_common/harness_checks.cmake)
+require_defined(EXE OUT)
+file(REMOVE_RECURSE "${OUT}")
+
+# 1. Without a corpus (and without --smoke) the program must stop and say how to get one.
+expect_corpus_hint(${EXE} ${OUT}/no-corpus)
+
+# 2. Bad input: an unknown variant (named, with the known ones), heads that do not divide the width.
+expect_failure("--variants: 'nope' is not a variant; known: baseline, sink_logit" "an unknown variant"
+               ${EXE} --smoke --variants baseline,nope --out ${OUT}/bad)
+expect_failure("--heads 3 does not divide --d-model 16" "heads 3 with d 16" ${EXE} --smoke --heads 3 --out ${OUT}/bad)
+expect_sink_preset(${EXE} ${OUT}/preset run.json --variants baseline)
+
+# 3. The smoke run: every variant, one seed.
+set(cmd ${EXE} --smoke --threads 2 --out ${OUT}/run)
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "sink_atlas --smoke output:\n${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "sink_atlas --smoke failed with ${rc}")
+endif()
+set(variants baseline sink_logit registers sink_token g1 g1_head iga vga vga_out preaffine_g1 gatednorm_g1 dyt vscale
+    resformer nuresformer exoformer exoformer_dyn sigmoid relu clipped)
+list(LENGTH variants n)
+expect_output_has("${out}" "built-in smoke-test sentences" "### The sink, the activations" "### Loss, post-training"
+        "### Each variant against the baseline" "### Findings" "### The variants" "\\| exoformer_dyn \\|" "\\| clipped \\|")
+expect_paired_starts("${out}" ${n})
+expect_same_batches("${out}")
+
+# 4. Every run's diagnostics: per head, per layer and over the model, quantization and cost.
+set(metrics val_loss val_ppl tokens alpha_max alpha_max_layer alpha_max_head attn0_max vratio_sink dlogit_sink sink03
+    sink08 massive massive_layer massive_channel max_inf_norm avg_kurtosis stable_rank gv0 gv_early gv_ratio res0
+    L0_h0_alpha L1_h1_attn0 L1_h0_vratio L0_h1_dlogit L1_stable_rank L0_massive ptq_w8a8_dloss ptq_w8a8_sq_dloss
+    ptq_w4a4_int4_dloss ptq_w4a4_int4_sq_dloss ptq_w4a4_fp4_dloss ptq_w4a4_fp4_sq_dloss ms_per_step parameters)
+foreach(v IN LISTS variants)
+  set(dir "${OUT}/run/runs/${v}/seed0")
+  expect_run_files("${dir}")
+  if(NOT EXISTS "${dir}/reports.jsonl")
+    message(FATAL_ERROR "missing ${dir}/reports.jsonl")
+  endif()
+  file(READ "${dir}/result.json" json)
+  expect_final_metrics("${json}" "${dir}/result.json" ${metrics})
+endforeach()
+# What a variant adds gets attention: the prepended tokens and the sink logit log it, the
+# baseline does not; a sink logit's share lies in [0, 1].
+foreach(v registers sink_token sink_logit)
+  file(READ "${OUT}/run/runs/${v}/seed0/result.json" json)
+  expect_final_metrics("${json}" "${v}" added L1_h0_added)
+  string(JSON a GET "${json}" final added)
+  if(a LESS 0 OR a GREATER 1)
+    message(FATAL_ERROR "${v}: attention to what it adds is ${a}, outside [0, 1]")
+  endif()
+endforeach()
+file(READ "${OUT}/run/runs/baseline/seed0/result.json" json)
+string(JSON a ERROR_VARIABLE missing GET "${json}" final added)
+if(NOT missing)
+  message(FATAL_ERROR "the baseline logs attention to added tokens (${a}); it adds none")
+endif()
+foreach(file summary.md run.json dynamics_baseline.csv sinkmap_vga.dat atlas_heatmap.dat)
+  if(NOT EXISTS "${OUT}/run/${file}")
+    message(FATAL_ERROR "missing ${OUT}/run/${file}")
+  endif()
+endforeach()
+
+# 5. A second run into the same folder is refused; --resume reads every run back.
+expect_refusal_then_resume(${n} ${cmd})
