@@ -11,10 +11,12 @@
 //   added           attention a query of the sequence gives to what the variant adds: the
 //                   prepended register / sink tokens, or the sink logit's share (1 − Σ_j a_ij)
 //   stable_rank     ‖U‖²_F / σ₁² of the attention update; massive: top-1 |x| / median of the output
-// and over the model: the strongest head (alpha_max and its place) with its value drain and
-// Δlogit, Sink^0.3 and Sink^0.8 (fraction of heads), the largest massive activation with its
-// layer, channel and token, Max inf norm and Avg kurtosis (Bondarenko's definitions), ‖∇v‖ at
-// token 0 and over tokens 1–15, the residual norm at token 0 and over tokens 1–15.
+// and over the model: the mean attention to key 0 over heads and layers, the strongest head (alpha_max and its place) with its value drain and
+// Δlogit, Sink^0.3 and Sink^0.8 (fraction of heads), the largest |x| of any layer output, the
+// largest massive activation with its layer, channel and token, Max inf norm and Avg kurtosis (Bondarenko's definitions), ‖∇v‖ at
+// token 0 and over tokens 1–15, the norms of the residual stream and of the MLP output at token 0
+// and over tokens 1–15, and the representation: mean pairwise token cosine and PCA core features
+// (components for 99% of a layer output's variance), means over layers.
 // Key 0 is the first position the layers see: BOS, or the first prepended token.
 #pragma once
 #include <algorithm>
@@ -82,6 +84,7 @@ inline std::vector<double> added_attention(const Tensor<float>& weights, int64_t
 inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<float>& pr, int64_t offset,
                            bool sink_logit, io::LogRow& row) {
   double alpha_max = -1, rate03 = 0, rate08 = 0, sr = 0, gv0 = 0, gve = 0, res0 = 0, rese = 0, added = 0;
+  double ffn0 = 0, ffne = 0, cos = 0, pca = 0, attn0 = 0, max_act = 0;
   double vratio_sink = NAN, dlogit_sink = NAN, attn0_max = -1;
   int64_t alpha_layer = -1, alpha_head = -1, heads = 0;
   const bool adds = offset > 0 || sink_logit;
@@ -101,6 +104,7 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
       if (adds) row.emplace_back(head_key(l, h, "added"), add[static_cast<std::size_t>(h)]), added += add[static_cast<std::size_t>(h)];
       if (a > alpha_max) alpha_max = a, alpha_layer = l, alpha_head = h, vratio_sink = vr, dlogit_sink = dl;
       attn0_max = std::max(attn0_max, L.attn_to_sink[h]);
+      attn0 += L.attn_to_sink[h];
     }
     rate03 += L.sink_rate.rate;
     rate08 += L.sink_rate_high.rate;
@@ -114,18 +118,23 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
     for (std::size_t t = 1; t <= last; ++t) early += L.grad_v.per_token[t];
     gve += last ? early / double(last) : NAN;
     res0 += L.residual_norms.token0, rese += L.residual_norms.rest_mean;
+    ffn0 += L.ffn_norms.token0, ffne += L.ffn_norms.rest_mean;
+    cos += L.token_cosine, pca += double(L.pca.components);
+    for (double x : L.residual_max_abs) max_act = std::max(max_act, x);
   }
   const double n = double(std::max<std::size_t>(r.layers.size(), 1));
   row.emplace_back("alpha_max", alpha_max);
   row.emplace_back("alpha_max_layer", alpha_layer);
   row.emplace_back("alpha_max_head", alpha_head);
   row.emplace_back("attn0_max", attn0_max);
+  row.emplace_back("attn0_mean", attn0 / double(std::max<int64_t>(heads, 1)));
   row.emplace_back("vratio_sink", vratio_sink);
   row.emplace_back("dlogit_sink", dlogit_sink);
   row.emplace_back("sink03", rate03 / n);  // every layer has the same heads: the fraction of all heads
   row.emplace_back("sink08", rate08 / n);
   if (adds) row.emplace_back("added", added / double(std::max<int64_t>(heads, 1)));
   row.emplace_back("massive", r.massive.ratio);
+  row.emplace_back("max_act", max_act);
   row.emplace_back("massive_layer", r.massive_layer);
   row.emplace_back("massive_channel", r.massive.channel);
   row.emplace_back("massive_token", r.massive.token);
@@ -137,6 +146,10 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
   row.emplace_back("gv_ratio", gv0 / gve);
   row.emplace_back("res0", res0 / n);
   row.emplace_back("res_early", rese / n);
+  row.emplace_back("ffn0", ffn0 / n);
+  row.emplace_back("ffn_early", ffne / n);
+  row.emplace_back("token_cos", cos / n);
+  row.emplace_back("pca", pca / n);
 }
 
 struct PtqCase {

@@ -25,13 +25,14 @@ set(variants baseline sink_logit registers sink_token g1 g1_head iga vga vga_out
     resformer nuresformer exoformer exoformer_dyn sigmoid relu clipped)
 list(LENGTH variants n)
 expect_output_has("${out}" "built-in smoke-test sentences" "### The sink, the activations" "### Loss, post-training"
-        "### Each variant against the baseline" "### Findings" "### The variants" "\\| exoformer_dyn \\|" "\\| clipped \\|")
+        "### Each variant against the baseline" "### Findings" "### The variants" "### The studies' claims that needed a sink"
+        "\\| V-scale keeps the sink \\|" "\\| sink: exoformer_dyn ≪ baseline \\|" "\\| exoformer_dyn \\|" "\\| clipped \\|")
 expect_paired_starts("${out}" ${n})
 expect_same_batches("${out}")
 
 # 4. Every run's diagnostics: per head, per layer and over the model, quantization and cost.
 set(metrics val_loss val_ppl tokens alpha_max alpha_max_layer alpha_max_head attn0_max vratio_sink dlogit_sink sink03
-    sink08 massive massive_layer massive_channel max_inf_norm avg_kurtosis stable_rank gv0 gv_early gv_ratio res0
+    sink08 attn0_mean max_act ffn0 ffn_early token_cos pca massive massive_layer massive_channel max_inf_norm avg_kurtosis stable_rank gv0 gv_early gv_ratio res0
     L0_h0_alpha L1_h1_attn0 L1_h0_vratio L0_h1_dlogit L1_stable_rank L0_massive ptq_w8a8_dloss ptq_w8a8_sq_dloss
     ptq_w4a4_int4_dloss ptq_w4a4_int4_sq_dloss ptq_w4a4_fp4_dloss ptq_w4a4_fp4_sq_dloss ms_per_step parameters)
 foreach(v IN LISTS variants)
