@@ -8,8 +8,8 @@
 //   alpha           α₀: mean attention of the first 64 queries to key 0 (Gu et al.'s protocol)
 //   attn0           mean attention of every query to key 0
 //   vratio, dlogit  ‖v₀‖ / mean ‖v_j‖ (value drain) and Δlogit of key 0 (VGA's Fig. 5)
-//   added           attention a query of the sequence gives to what the variant adds: the
-//                   prepended register / sink tokens, or the sink logit's share (1 − Σ_j a_ij)
+//   added, region   attention to what the variant adds (prepended tokens, the sink logit's
+//                   share) and α of the whole sink region (those and BOS); see sink_region()
 //   stable_rank     ‖U‖²_F / σ₁² of the attention update; massive: top-1 |x| / median of the output
 // and over the model: the mean attention to key 0 over heads and layers, the strongest head (alpha_max and its place) with its value drain and
 // Δlogit, Sink^0.3 and Sink^0.8 (fraction of heads), the largest |x| of any layer output, the
@@ -58,14 +58,23 @@ struct Tweaks {
 
 constexpr int64_t kAlphaWindow = 64;  // Gu et al.'s α₀ over the first 64 queries
 
-// Per head, the mean attention a query of the sequence (i ≥ offset) gives to the first `offset`
-// keys, plus the row mass the weights leave out (a sink logit's share) when `sink_logit`.
-inline std::vector<double> added_attention(const Tensor<float>& weights, int64_t offset, bool sink_logit) {
+// Where a variant adds a place to sink attention — prepended register or sink tokens, or a sink
+// logit whose share the weights leave out (1 − Σ_j a_ij) — per head:
+//   added    the attention a query of the sequence (i ≥ offset) gives to the prepended keys
+//            (j < offset) plus the sink logit's share, over every such query;
+//   region   α of the whole sink region — the prepended keys, BOS (j = offset) and the sink
+//            logit's share — over the first `window` queries of the sequence. With nothing added
+//            it is α₀ exactly; a sink that sits on BOS behind the added tokens, or moves into
+//            them, is counted either way.
+struct SinkRegion {
+  std::vector<double> added, region;
+};
+inline SinkRegion sink_region(const Tensor<float>& weights, int64_t offset, bool sink_logit, int64_t window) {
   const Tensor<float> A = weights.contiguous();  // [B, H, T, T]
   const int64_t B = A.size(0), H = A.size(1), T = A.size(2), S = A.size(3);
-  std::vector<double> out(static_cast<std::size_t>(H), 0.0);
-  const int64_t rows = B * (T - offset);
-  if (rows <= 0) return out;
+  SinkRegion out{std::vector<double>(static_cast<std::size_t>(H), 0.0), std::vector<double>(static_cast<std::size_t>(H), 0.0)};
+  const int64_t end = std::min(T, offset + window);
+  if (T <= offset) return out;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = offset; i < T; ++i) {
@@ -75,9 +84,12 @@ inline std::vector<double> added_attention(const Tensor<float>& weights, int64_t
           row += a[j];
           if (j < offset) added += a[j];
         }
-        out[static_cast<std::size_t>(h)] += added + (sink_logit ? 1.0 - row : 0.0);
+        const double logit = sink_logit ? 1.0 - row : 0.0;
+        out.added[static_cast<std::size_t>(h)] += added + logit;
+        if (i < end) out.region[static_cast<std::size_t>(h)] += added + a[offset] + logit;
       }
-  for (auto& x : out) x /= double(rows);
+  for (auto& x : out.added) x /= double(B * (T - offset));
+  for (auto& x : out.region) x /= double(B * (end - offset));
   return out;
 }
 
@@ -85,14 +97,12 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
                            bool sink_logit, io::LogRow& row) {
   double alpha_max = -1, rate03 = 0, rate08 = 0, sr = 0, gv0 = 0, gve = 0, res0 = 0, rese = 0, added = 0;
   double ffn0 = 0, ffne = 0, cos = 0, pca = 0, attn0 = 0, max_act = 0;
-  double vratio_sink = NAN, dlogit_sink = NAN, attn0_max = -1;
+  double vratio_sink = NAN, dlogit_sink = NAN, attn0_max = -1, region_max = -1, region03 = 0;
   int64_t alpha_layer = -1, alpha_head = -1, heads = 0;
   const bool adds = offset > 0 || sink_logit;
   for (const auto& L : r.layers) {
     const int64_t l = L.layer;
-    const std::vector<double> add =
-        adds ? added_attention(pr.layers[static_cast<std::size_t>(l)].attn.weights, offset, sink_logit)
-             : std::vector<double>{};
+    const SinkRegion reg = sink_region(pr.layers[static_cast<std::size_t>(l)].attn.weights, offset, sink_logit, kAlphaWindow);
     for (int64_t h = 0; h < L.sink_rate.alpha.heads(); ++h, ++heads) {
       const double a = L.sink_rate.alpha[h];
       const double vr = h < L.value_norm_ratio.heads() ? L.value_norm_ratio[h] : NAN;
@@ -101,7 +111,10 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
       row.emplace_back(head_key(l, h, "attn0"), L.attn_to_sink[h]);
       row.emplace_back(head_key(l, h, "vratio"), vr);
       row.emplace_back(head_key(l, h, "dlogit"), dl);
-      if (adds) row.emplace_back(head_key(l, h, "added"), add[static_cast<std::size_t>(h)]), added += add[static_cast<std::size_t>(h)];
+      const double ad = reg.added[static_cast<std::size_t>(h)], rg = reg.region[static_cast<std::size_t>(h)];
+      if (adds) row.emplace_back(head_key(l, h, "added"), ad), row.emplace_back(head_key(l, h, "region"), rg), added += ad;
+      region_max = std::max(region_max, rg);
+      region03 += rg > 0.3 ? 1 : 0;
       if (a > alpha_max) alpha_max = a, alpha_layer = l, alpha_head = h, vratio_sink = vr, dlogit_sink = dl;
       attn0_max = std::max(attn0_max, L.attn_to_sink[h]);
       attn0 += L.attn_to_sink[h];
@@ -114,7 +127,7 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
     sr += L.attn_stable_rank;
     gv0 += L.grad_v.token0();
     double early = 0;
-    const auto last = std::min<std::size_t>(15, L.grad_v.per_token.size() - 1);
+    const std::size_t tokens = L.grad_v.per_token.size(), last = tokens < 2 ? 0 : std::min<std::size_t>(15, tokens - 1);
     for (std::size_t t = 1; t <= last; ++t) early += L.grad_v.per_token[t];
     gve += last ? early / double(last) : NAN;
     res0 += L.residual_norms.token0, rese += L.residual_norms.rest_mean;
@@ -133,6 +146,8 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
   row.emplace_back("sink03", rate03 / n);  // every layer has the same heads: the fraction of all heads
   row.emplace_back("sink08", rate08 / n);
   if (adds) row.emplace_back("added", added / double(std::max<int64_t>(heads, 1)));
+  row.emplace_back("region_max", region_max);  // α of the sink region, strongest head (α₀ max without added places)
+  row.emplace_back("region03", region03 / double(std::max<int64_t>(heads, 1)));
   row.emplace_back("massive", r.massive.ratio);
   row.emplace_back("max_act", max_act);
   row.emplace_back("massive_layer", r.massive_layer);
@@ -219,11 +234,13 @@ void fit(experiment::Run& run, const Context& c, const Tweaks& tw = {}, const Ex
     }
     // The cost of a training step without the optimiser: forward and backward on a batch of the
     // training shape, the fastest of a few passes (the machine's other load inflates the rest).
+    Rng timing_rng(s.eval_seed, 3);
+    const data::TokenBatch tb = data::sample_lm_windows(*c.train, timing_rng, s.batch, s.seq_len, kBos);
     double best = INFINITY;
     for (int64_t i = 0; i < std::max<int64_t>(1, s.timing_passes); ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       autodiff::Tape<float> t;
-      t.backward(model.loss(t, c.ev->probe.x, c.ev->probe.y));
+      t.backward(model.loss(t, tb.x, tb.y));
       best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     opt.zero_grad();

@@ -49,7 +49,7 @@ const std::vector<VariantInfo>& variant_table() {
   static const std::vector<VariantInfo> v = {
       {"baseline", "softmax attention", "—"},
       {"sink_logit", "a learnable sink logit per head", "gpt-oss; VGA §4.2 'learnable sink'"},
-      {"registers", "4 register tokens, prepended", "Darcet et al.; VGA §4.2"},
+      {"registers", "register tokens (--registers), prepended", "Darcet et al.; VGA §4.2"},
       {"sink_token", "one learnable token at position 0", "a learnable sink / BOS token"},
       {"g1", "G1: σ(X·W_g) per channel of each head's output", "Gated Attention (Qiu et al.)"},
       {"g1_head", "G1 per head", "Gated Attention (Qiu et al.)"},
@@ -132,12 +132,20 @@ const std::vector<Column>& cost_columns() {
   return c;
 }
 
-// A run forms a sink: a head with α₀ ≥ alpha_sink, or Sink^0.3 ≥ 0.1 (docs/results/sink-emergence.md).
-// Below 64 tokens the α₀ window is shorter and uniform attention alone passes 0.3 (0.34 at T = 8),
+// A run forms a sink: a head with α ≥ alpha_sink, or Sink^0.3 ≥ 0.1 (docs/results/sink-emergence.md),
+// read on the sink region (fit.hpp's sink_region: BOS plus what the variant adds, so a sink that
+// moves into register tokens or the sink logit still counts; α₀ itself where nothing is added).
+// Below 64 tokens the α window is shorter and uniform attention alone passes 0.3 (0.34 at T = 8),
 // so there the rate does not count.
-bool forms_sink(const experiment::RunResult& r, const Settings& s) {
-  return r.metric("alpha_max") >= s.alpha_sink || (s.seq_len >= 64 && r.metric("sink03") >= 0.1);
+double region_or_alpha(const experiment::RunResult& r, const char* region, const char* alpha) {
+  const double x = r.metric(region);
+  return std::isfinite(x) ? x : r.metric(alpha);
 }
+bool forms_sink(const experiment::RunResult& r, const Settings& s) {
+  return region_or_alpha(r, "region_max", "alpha_max") >= s.alpha_sink ||
+         (s.seq_len >= 64 && region_or_alpha(r, "region03", "sink03") >= 0.1);
+}
+bool massive(const experiment::RunResult& r, const Settings& s) { return r.metric("massive") >= s.massive_ratio; }
 // "every" / "none" / "k of n" seeds in which pred holds, over the runs that did not diverge.
 template <class Pred>
 std::pair<int, int> count_runs(const Summary& S, const std::string& v, Pred pred) {
@@ -151,20 +159,27 @@ std::string tables(const Summary& S) {
   const auto& vs = S.m.variants();
   std::string md;
   {
-    std::vector<std::string> head = {"variant", "diverged", "sink (seeds)"};
+    std::vector<std::string> head = {"variant", "diverged", "sink (seeds)", "massive (seeds)", "α sink region"};
     for (const auto& c : sink_columns()) head.push_back(c.title);
     experiment::Table t(head);
     for (const auto& v : vs) {
       if (!S.has(v)) continue;
       const auto [yes, n] = count_runs(S, v, [&](const experiment::RunResult& r) { return forms_sink(r, S.s); });
+      const auto [big, nb] = count_runs(S, v, [&](const experiment::RunResult& r) { return massive(r, S.s); });
+      std::vector<double> region;
+      for (const auto* x : S.m.of(v))
+        if (!x->diverged) region.push_back(region_or_alpha(*x, "region_max", "alpha_max"));
       std::vector<std::string> row = {v, std::to_string(S.diverged(v)) + "/" + std::to_string(S.m.of(v).size()),
-                                      std::to_string(yes) + "/" + std::to_string(n)};
+                                      std::to_string(yes) + "/" + std::to_string(n), std::to_string(big) + "/" + std::to_string(nb),
+                                      experiment::summarize(region).short_str(2)};
       for (const auto& c : sink_columns()) row.push_back(S.spread(v, c.key).short_str(c.precision));
       t.row(row);
     }
     md += "### The sink, the activations and the gradient at the end of training (mean ± sd over seeds)\n\n" +
           t.markdown() +
-          "\nα₀: mean attention of the first 64 queries to key 0, the strongest head; Sink^ε: fraction of heads with "
+          "\nsink: a head with α ≥ " + fixed(S.s.alpha_sink, 1) + " or Sink^0.3 ≥ 0.1 on the sink region (BOS plus the "
+          "variant's added tokens or sink logit); massive: top-1 / median ≥ " + fixed(S.s.massive_ratio, 0) +
+          "; α sink region: the strongest head's; α₀: mean attention of the first 64 queries to key 0, the strongest head; Sink^ε: fraction of heads with "
           "α₀ > ε; attn → added: attention a query gives to the prepended tokens or the sink logit; ‖v₀‖ ratio and "
           "Δlogit₀: in the strongest head; top-1 / median: the largest |x| of a layer output over its median; Max "
           "inf-norm and Avg kurtosis over every module's inputs and outputs; stable rank of the attention update, mean "
@@ -304,9 +319,22 @@ std::string findings(const Summary& S) {
     const auto d = experiment::summarize(S.paired(v, "baseline", "val_loss"));
     if (d.n_finite > 0 && d.mean < best_d) best_d = d.mean, best = v;
   }
-  if (!best.empty() && b_n > 0 && b_yes == b_n)
-    md += "- Of the variants that remove the sink in every seed, " + best + " has the lowest loss against the "
-          "baseline: Δ " + experiment::paired_difference(S.paired(best, "baseline", "val_loss")).str() + ".\n";
+  if (!best.empty() && b_n > 0 && b_yes == b_n) {
+    md += "- Of the variants that remove the sink in every seed, " + best + " has the lowest mean loss against the "
+          "baseline: Δ " + experiment::paired_difference(S.paired(best, "baseline", "val_loss")).str();
+    // Separated from the runner-up only when their own paired difference is clear.
+    std::string second;
+    double second_d = INFINITY;
+    for (const auto& v : remove) {
+      const auto d = experiment::summarize(S.paired(v, "baseline", "val_loss"));
+      if (v != best && d.n_finite > 0 && d.mean < second_d) second_d = d.mean, second = v;
+    }
+    if (!second.empty()) {
+      const auto p = experiment::paired_difference(S.paired(best, second, "val_loss"));
+      md += p.clear() ? "; below " + second + " by " + p.str() : " — not separated from " + second + " (" + p.str() + ")";
+    }
+    md += ".\n";
+  }
   return md + "\n";
 }
 
@@ -324,17 +352,33 @@ std::string claims(const Summary& S) {
   const bool sink = b_n > 0 && b_yes == b_n;
   std::vector<Claim> cl;
   // "v − ref of metric has sign `dir` (−1: lower)" from the paired differences.
-  auto direction = [&](const std::string& v, const std::string& ref, const std::string& metric, int dir) {
-    const auto p = experiment::paired_difference(S.paired(v, ref, metric));
+  auto sign_verdict = [](const experiment::PairedDifference& p, int dir) {
     return p.sign() == dir ? Verdict::Reproduced : p.sign() == -dir ? Verdict::Not : Verdict::Inconclusive;
+  };
+  auto direction = [&](const std::string& v, const std::string& ref, const std::string& metric, int dir) {
+    return sign_verdict(experiment::paired_difference(S.paired(v, ref, metric)), dir);
   };
   auto pd = [&](const std::string& v, const std::string& ref, const std::string& metric, int prec) {
     return experiment::paired_difference(S.paired(v, ref, metric)).str(prec);
   };
-  auto both = [](Verdict a, Verdict b) {
-    if (a == b) return a;
-    if (a == Verdict::Not || b == Verdict::Not) return a == Verdict::Reproduced || b == Verdict::Reproduced ? Verdict::Partly : Verdict::Not;
-    return a == Verdict::Reproduced || b == Verdict::Reproduced ? Verdict::Partly : Verdict::Inconclusive;
+  // Several parts of one claim: all reproduced → reproduced; some → partly; else any not → not;
+  // else inconclusive.
+  auto combine = [](const std::vector<Verdict>& vs) {
+    const auto has = [&](Verdict x) { return std::find(vs.begin(), vs.end(), x) != vs.end(); };
+    if (!vs.empty() && std::all_of(vs.begin(), vs.end(), [](Verdict x) { return x == Verdict::Reproduced; }))
+      return Verdict::Reproduced;
+    if (has(Verdict::Reproduced) || has(Verdict::Partly)) return Verdict::Partly;
+    return has(Verdict::Not) ? Verdict::Not : Verdict::Inconclusive;
+  };
+  auto both = [&](Verdict a, Verdict b) { return combine({a, b}); };
+  // Per seed, v's num / den minus ref's (a token-0 over tokens-1–15 ratio, say).
+  auto paired_ratio = [&](const std::string& v, const std::string& ref, const std::string& num, const std::string& den) {
+    std::vector<double> d;
+    for (const auto* x : S.m.of(v))
+      for (const auto* y : S.m.of(ref))
+        if (x->seed == y->seed && !x->diverged && !y->diverged)
+          d.push_back(x->metric(num) / x->metric(den) - y->metric(num) / y->metric(den));
+    return experiment::paired_difference(d);
   };
   auto gated = [&](Verdict v) { return sink ? v : Verdict::Untestable; };
   const std::string paired_rule = "paired rule";
@@ -346,15 +390,18 @@ std::string claims(const Summary& S) {
                 "a head with α₀ ≥ " + fixed(S.s.alpha_sink, 1) + " or Sink^0.3 ≥ 0.1 in every seed"});
   // Gradient sinks (Fig. 2, Fig. 5).
   if (S.has("g1") || S.has("sink_logit")) {
-    const auto r = S.m.finals("baseline", "gv_ratio");
+    std::vector<double> r;
+    for (const auto* x : S.m.of("baseline"))
+      if (!x->diverged) r.push_back(x->metric("gv_ratio"));
     const bool spike = !r.empty() && std::all_of(r.begin(), r.end(), [](double x) { return x > 2; });
-    Verdict v = spike ? Verdict::Reproduced : Verdict::Not;
+    std::vector<Verdict> parts = {spike ? Verdict::Reproduced : Verdict::Not};
     std::string ours = "‖∇v‖ token 0 / 1–15: baseline " + S.spread("baseline", "gv_ratio").short_str(2);
     for (const std::string c : {"g1", "sink_logit"})
       if (S.has(c)) {
         ours += "; − " + c + " " + pd("baseline", c, "gv_ratio", 2);
-        v = both(v, direction("baseline", c, "gv_ratio", +1));
+        parts.push_back(direction("baseline", c, "gv_ratio", +1));
       }
+    const Verdict v = combine(parts);
     cl.push_back({"gradient sinks: ∇v concentrates on the sink token, beyond the sink-free controls", "Fig. 2: a spike of ‖∇v_t‖ at the sink",
                   ours, gated(v), "ratio > 2 in every seed, and above G1's and the sink logit's (" + paired_rule + ")"});
   }
@@ -364,10 +411,12 @@ std::string claims(const Summary& S) {
                   "Sink^0.3 " + S.spread("vscale", "sink03").short_str(2) + " vs " + S.spread("baseline", "sink03").short_str(2) +
                       " (" + fixed(100 * keep, 0) + "%)",
                   gated(experiment::verdict_at_least(keep, 0.8, 0.5)), "≥ 80% of the baseline's rate: reproduced; ≥ 50%: partly"});
-    cl.push_back({"V-scale lowers token 0's MLP output and residual norms", "Fig. 5: both lower, the MLP most",
-                  "Δ MLP ‖out₀‖ " + pd("vscale", "baseline", "ffn0", 2) + "; Δ residual ‖x₀‖ " + pd("vscale", "baseline", "res0", 2),
-                  gated(both(direction("vscale", "baseline", "ffn0", -1), direction("vscale", "baseline", "res0", -1))),
-                  "both lower (" + paired_rule + "); one: partly"});
+    // Token 0 against tokens 1–15 (the paper's Fig. 5 compares exactly that): lower norms
+    // everywhere would not be what V-scale is said to do.
+    const auto mlp = paired_ratio("vscale", "baseline", "ffn0", "ffn_early"), res = paired_ratio("vscale", "baseline", "res0", "res_early");
+    cl.push_back({"V-scale lowers token 0's MLP output and residual norms (against tokens 1–15)", "Fig. 5: both lower, the MLP most",
+                  "Δ MLP ‖out₀‖ / 1–15 " + mlp.str(2) + "; Δ residual ‖x₀‖ / 1–15 " + res.str(2),
+                  gated(both(sign_verdict(mlp, -1), sign_verdict(res, -1))), "both ratios lower (" + paired_rule + "); one: partly"});
   }
   // VGA (Table 1–2, OPT-125m).
   if (S.has("vga")) {
@@ -392,7 +441,7 @@ std::string claims(const Summary& S) {
     cl.push_back({"GatedNorm lowers it further than G1", "2800 → 430", "Δ max |x| vs G1 " + pd("gatednorm_g1", "g1", "max_act", 1),
                   gated(direction("gatednorm_g1", "g1", "max_act", -1)), paired_rule});
   if (S.has("g1") && S.has("gatednorm_g1"))
-    cl.push_back({"W4A4 (FP4) loses least with GatedNorm", "−1.23 pts GatedNorm vs −1.50 G1 (accuracy)",
+    cl.push_back({"W4A4 (FP4) loses less with GatedNorm than with G1", "−1.23 pts GatedNorm vs −1.50 G1 (accuracy)",
                   "Δ(FP4 Δ loss) vs G1 " + pd("gatednorm_g1", "g1", "ptq_w4a4_fp4_dloss", 3),
                   gated(direction("gatednorm_g1", "g1", "ptq_w4a4_fp4_dloss", -1)), paired_rule});
   // ExoFormer (Table 2): gating and mixing collapse the sink; representation collapse.
@@ -467,7 +516,10 @@ void figures(const Summary& S, const fs::path& out) {
     for (const auto& v : vs) {
       std::vector<double> a(static_cast<std::size_t>(S.s.layers * S.s.heads), NAN);
       for (int64_t l = 0; l < S.s.layers; ++l)
-        for (int64_t h = 0; h < S.s.heads; ++h) a[std::size_t(l * S.s.heads + h)] = S.mean(v, sink_atlas::head_key(l, h, "alpha"));
+        for (int64_t h = 0; h < S.s.heads; ++h) {
+          const double region = S.mean(v, sink_atlas::head_key(l, h, "region"));  // logged where a variant adds tokens
+          a[std::size_t(l * S.s.heads + h)] = std::isfinite(region) ? region : S.mean(v, sink_atlas::head_key(l, h, "alpha"));
+        }
       experiment::write_matrix(out / ("sinkmap_" + v + ".dat"), a.data(), S.s.layers, S.s.heads);
       maps.push_back({v, "sinkmap_" + v + ".dat"});
     }
@@ -475,7 +527,7 @@ void figures(const Summary& S, const fs::path& out) {
       const std::vector<experiment::Figures::Series> chunk(maps.begin() + long(first),
                                                           maps.begin() + long(std::min(maps.size(), first + 5)));
       fig.heatmaps("sink_maps_" + std::to_string(part) + ".png",
-                   "alpha_0 per layer and head (first 64 queries to key 0; mean over seeds; one colour scale 0..1)", chunk,
+                   "alpha per layer and head (first 64 queries to key 0, or to the sink region where a variant adds tokens or a sink logit; mean over seeds; one scale 0..1)", chunk,
                    {.x = "head", .y = "layer", .labels = {}, .x_first = 0, .y_first = 1, .tick = 1, .square = false}, 1.0);
     }
   }
@@ -520,6 +572,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   examples::add_lm_flags(app, s);
   examples::add_optimiser_flags(app, s);
+  app.get_option("--weight-decay")
+      ->description("AdamW's decoupled weight decay, on every parameter (as in the runs that formed the sink)");
   app.add_option("--dyt-lr", s.dyt_lr, "DyT's peak learning rate (its best in outlier_rescaling's sweep)")
       ->check(CLI::Range(1e-7, 1.0))->capture_default_str();
   app.add_option("--registers", s.registers, "register tokens of the 'registers' variant (prepended)")
@@ -544,7 +598,11 @@ int main(int argc, char** argv) {
   try {
     SINKLAB_CHECK(s.d_model % s.heads == 0, "sink_atlas: --heads ", s.heads, " does not divide --d-model ", s.d_model);
     if (variants.empty()) variants = sink_atlas::variant_names();
-    for (const auto& v : variants) sink_atlas::info(v);  // names the bad one before anything runs
+    for (std::size_t i = 0; i < variants.size(); ++i) {  // names the bad one before anything runs
+      sink_atlas::info(variants[i]);
+      SINKLAB_CHECK(std::find(variants.begin(), variants.begin() + long(i), variants[i]) == variants.begin() + long(i),
+                    "sink_atlas: --variants: '", variants[i], "' is listed twice");
+    }
     if (flags.threads > 0) set_num_threads(flags.threads);
 
     const examples::Sentences text = examples::load_corpus("sink_atlas", s.corpus, s.text_file, s.brown_dir, s.smoke);

@@ -34,7 +34,7 @@ struct Settings {
   bool smoke = false, plots = true;
   // What counts as a sink and a massive activation (docs/results/sink-emergence.md).
   double alpha_sink = 0.5;     // a head whose α₀ (first 64 queries) reaches this is a sink head
-  double massive_ratio = 100;  // top-1 |x| / median |x| of a layer output
+  double massive_ratio = 100;  // top-1 |x| / median |x| of a layer output: a massive activation
 };
 
 // "L<l>_h<h>_<name>": a per-head metric of the run's log (built by appending: GCC 12 warns falsely

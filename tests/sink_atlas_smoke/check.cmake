@@ -13,6 +13,7 @@ expect_failure("--variants: 'nope' is not a variant; known: baseline, sink_logit
                ${EXE} --smoke --variants baseline,nope --out ${OUT}/bad)
 expect_failure("--heads 3 does not divide --d-model 16" "heads 3 with d 16" ${EXE} --smoke --heads 3 --out ${OUT}/bad)
 expect_sink_preset(${EXE} ${OUT}/preset run.json --variants baseline)
+expect_failure("'g1' is listed twice" "a variant listed twice" ${EXE} --smoke --variants g1,vga,g1 --out ${OUT}/bad)
 
 # 3. The smoke run: every variant, one seed.
 set(cmd ${EXE} --smoke --threads 2 --out ${OUT}/run)
@@ -32,7 +33,7 @@ expect_same_batches("${out}")
 
 # 4. Every run's diagnostics: per head, per layer and over the model, quantization and cost.
 set(metrics val_loss val_ppl tokens alpha_max alpha_max_layer alpha_max_head attn0_max vratio_sink dlogit_sink sink03
-    sink08 attn0_mean max_act ffn0 ffn_early token_cos pca massive massive_layer massive_channel max_inf_norm avg_kurtosis stable_rank gv0 gv_early gv_ratio res0
+    sink08 region_max region03 attn0_mean max_act ffn0 ffn_early token_cos pca massive massive_layer massive_channel max_inf_norm avg_kurtosis stable_rank gv0 gv_early gv_ratio res0
     L0_h0_alpha L1_h1_attn0 L1_h0_vratio L0_h1_dlogit L1_stable_rank L0_massive ptq_w8a8_dloss ptq_w8a8_sq_dloss
     ptq_w4a4_int4_dloss ptq_w4a4_int4_sq_dloss ptq_w4a4_fp4_dloss ptq_w4a4_fp4_sq_dloss ms_per_step parameters)
 foreach(v IN LISTS variants)
@@ -48,7 +49,7 @@ endforeach()
 # baseline does not; a sink logit's share lies in [0, 1].
 foreach(v registers sink_token sink_logit)
   file(READ "${OUT}/run/runs/${v}/seed0/result.json" json)
-  expect_final_metrics("${json}" "${v}" added L1_h0_added)
+  expect_final_metrics("${json}" "${v}" added L1_h0_added L1_h0_region)
   string(JSON a GET "${json}" final added)
   if(a LESS 0 OR a GREATER 1)
     message(FATAL_ERROR "${v}: attention to what it adds is ${a}, outside [0, 1]")
@@ -58,6 +59,12 @@ file(READ "${OUT}/run/runs/baseline/seed0/result.json" json)
 string(JSON a ERROR_VARIABLE missing GET "${json}" final added)
 if(NOT missing)
   message(FATAL_ERROR "the baseline logs attention to added tokens (${a}); it adds none")
+endif()
+# With nothing added the sink region is key 0 alone: its α is α₀, to the last digit.
+string(JSON region GET "${json}" final region_max)
+string(JSON alpha GET "${json}" final alpha_max)
+if(NOT region STREQUAL alpha)
+  message(FATAL_ERROR "the baseline's sink-region α (${region}) differs from its α₀ (${alpha})")
 endif()
 foreach(file summary.md run.json dynamics_baseline.csv sinkmap_vga.dat atlas_heatmap.dat)
   if(NOT EXISTS "${OUT}/run/${file}")
