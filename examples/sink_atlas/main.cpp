@@ -275,8 +275,9 @@ std::string findings(const Summary& S) {
   if (!S.has("baseline")) return "";
   std::string md = "### Findings\n\n";
   const auto [b_yes, b_n] = count_runs(S, "baseline", [&](const experiment::RunResult& r) { return forms_sink(r, S.s); });
-  md += "- The baseline forms a sink (α₀ ≥ " + fixed(S.s.alpha_sink, 1) + " or Sink^0.3 ≥ 0.1) in " + std::to_string(b_yes) +
-        " of " + std::to_string(b_n) + " seeds (α₀ max " + S.spread("baseline", "alpha_max").short_str(2) + ").";
+  md += "- The baseline forms a sink (a head with α₀ ≥ " + fixed(S.s.alpha_sink, 1) + ", or Sink^0.3 ≥ 0.1) in " +
+        std::to_string(b_yes) + " of " + std::to_string(b_n) + " seeds (α₀ max " +
+        S.spread("baseline", "alpha_max").short_str(2) + "); the other variants are read on their sink region.";
   if (b_n == 0 || b_yes < b_n)
     md += " The comparisons below ask which variants remove a sink the baseline has; with a baseline that does not "
           "form one in every seed they are **untestable here** and stand as descriptions.";
@@ -294,11 +295,15 @@ std::string findings(const Summary& S) {
     return s.empty() ? std::string("none") : s;
   };
   md += "- A sink in every seed: " + list(keep) + ". In no seed: " + list(remove) + ". In some: " + list(mixed) + ".\n";
-  // Across variants (their seed means): does the sink's strength rank the outliers and the W4A4 error?
+  // Across variants (their seed means): does the sink's strength (α of the sink region) rank the
+  // outliers and the W4A4 error?
   std::vector<double> alpha, kurt, massive, inf, int4;
   for (const auto& v : S.m.variants()) {
     if (!S.has(v)) continue;
-    alpha.push_back(S.mean(v, "alpha_max"));
+    std::vector<double> region;
+    for (const auto* x : S.m.of(v))
+      if (!x->diverged) region.push_back(region_or_alpha(*x, "region_max", "alpha_max"));
+    alpha.push_back(experiment::summarize(region).mean);
     kurt.push_back(S.mean(v, "avg_kurtosis"));
     massive.push_back(S.mean(v, "massive"));
     inf.push_back(S.mean(v, "max_inf_norm"));
@@ -308,7 +313,7 @@ std::string findings(const Summary& S) {
            {"Avg kurtosis", &kurt}, {"top-1 / median", &massive}, {"Max inf-norm", &inf}, {"INT4 Δ loss", &int4}}) {
     int n = 0;
     const double rho = spearman(alpha, *ys, &n);
-    md += "- Across the " + std::to_string(n) + " variants, the rank correlation of α₀ max with " + name + " is ρ = " +
+    md += "- Across the " + std::to_string(n) + " variants, the rank correlation of the sink region's α with " + name + " is ρ = " +
           fixed(rho, 2) + (n < 8 ? " (too few variants to read)" : std::abs(rho) >= 0.5 ? "" : " (weak)") + ".\n";
   }
   // The sink-free variant with the lowest loss against the baseline (paired), where the baseline
