@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../common/paired_start.hpp"
+#include "../common/ptq_deltas.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -76,17 +77,6 @@ inline void write_activation_map(const nn::ModelProbe<float>& pr, const experime
   experiment::write_matrix(file, a.data(), h.size(1), h.size(2));
 }
 
-struct PtqCase {
-  const char* key;
-  quant::Scheme scheme;
-  bool smoothquant;
-};
-inline constexpr PtqCase kPtqCases[] = {
-    {"w8a8", quant::Scheme::w8a8, false},           {"w8a8_sq", quant::Scheme::w8a8, true},
-    {"w4a4_int4", quant::Scheme::w4a4_int4, false}, {"w4a4_int4_sq", quant::Scheme::w4a4_int4, true},
-    {"w4a4_fp4", quant::Scheme::w4a4_fp4, false},   {"w4a4_fp4_sq", quant::Scheme::w4a4_fp4, true},
-};
-
 template <class Model>
 void fit(experiment::Run& run, const Context& c, const Variant& v) {
   const Settings& s = *c.s;
@@ -130,15 +120,7 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
       write_activation_map(pr, c.heatmap_dir / (run.variant() + "_seed" + std::to_string(run.seed()) + ".dat"));
     return row;
   };
-  auto quantize = [&] {
-    experiment::Json j;
-    for (const PtqCase& q : kPtqCases) {
-      const quant::PtqResult r =
-          quant::evaluate_ptq(model, c.ev->calibration, c.ev->validation, {.scheme = q.scheme, .smoothquant = q.smoothquant});
-      j[std::string("ptq_") + q.key + "_dloss"] = r.delta_loss();
-    }
-    return j;
-  };
+  auto quantize = [&] { return examples::ptq_deltas(model, c.ev->calibration, c.ev->validation); };
   auto report = [L = cfg.layers](const io::LogRow& row) {
     auto get = [&](const std::string& k) { return io::number(row, k); };
     char buf[200];

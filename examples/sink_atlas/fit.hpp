@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "../common/paired_start.hpp"
+#include "../common/ptq_deltas.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -167,17 +168,6 @@ inline void report_metrics(const probe::ModelReport& r, const nn::ModelProbe<flo
   row.emplace_back("pca", pca / n);
 }
 
-struct PtqCase {
-  const char* key;
-  quant::Scheme scheme;
-  bool smoothquant;
-};
-inline constexpr PtqCase kPtqCases[] = {
-    {"w8a8", quant::Scheme::w8a8, false},           {"w8a8_sq", quant::Scheme::w8a8, true},
-    {"w4a4_int4", quant::Scheme::w4a4_int4, false}, {"w4a4_int4_sq", quant::Scheme::w4a4_int4, true},
-    {"w4a4_fp4", quant::Scheme::w4a4_fp4, false},   {"w4a4_fp4_sq", quant::Scheme::w4a4_fp4, true},
-};
-
 // Trains Model for one run; `extra` goes to the model's constructor after (prefix, cfg, rng): the
 // attention's policies, then the mixing options.
 template <class Model, class... Extra>
@@ -226,12 +216,7 @@ void fit(experiment::Run& run, const Context& c, const Tweaks& tw = {}, const Ex
     return row;
   };
   auto at_end = [&] {
-    experiment::Json j;
-    for (const PtqCase& q : kPtqCases) {
-      const quant::PtqResult r =
-          quant::evaluate_ptq(model, c.ev->calibration, c.ev->validation, {.scheme = q.scheme, .smoothquant = q.smoothquant});
-      j[std::string("ptq_") + q.key + "_dloss"] = r.delta_loss();
-    }
+    experiment::Json j = examples::ptq_deltas(model, c.ev->calibration, c.ev->validation);
     // The cost of a training step without the optimiser: forward and backward on a batch of the
     // training shape, the fastest of a few passes (the machine's other load inflates the rest).
     Rng timing_rng(s.eval_seed, 3);
