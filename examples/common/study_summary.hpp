@@ -33,6 +33,17 @@ struct StudySummary {
       if (!x->diverged) r.push_back(x->metric(num) / x->metric(den));
     return r;
   }
+  // Per seed both finished without diverging, v's num / den minus ref's: a token-0 over
+  // tokens-1–15 ratio compared between two variants, say.
+  std::vector<double> paired_ratio(const std::string& v, const std::string& ref, const std::string& num,
+                                   const std::string& den) const {
+    std::vector<double> d;
+    for (const auto* x : m.of(v))
+      for (const auto* y : m.of(ref))
+        if (x->seed == y->seed && !x->diverged && !y->diverged)
+          d.push_back(x->metric(num) / x->metric(den) - y->metric(num) / y->metric(den));
+    return d;
+  }
   sinklab::experiment::Spread ratio_spread(const std::string& v, const std::string& num, const std::string& den) const {
     return sinklab::experiment::summarize(ratio(v, num, den));
   }

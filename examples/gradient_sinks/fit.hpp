@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../common/paired_start.hpp"
+#include "../common/probe_keys.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -34,14 +35,8 @@ using VScaled = Decoder<attn::Attention<score::Softmax, gate::None, value::VScal
 using Gated = Decoder<attn::Attention<score::Softmax, gate::FromInput<gate::per_channel, gate::on_output>>>;
 using Sinked = Decoder<attn::Attention<score::SoftmaxSink>>;
 
-// Tokens 1..15 (cut at T − 1): the paper's "other early tokens".
-constexpr int64_t kEarlyLast = 15;
-inline double early_mean(const std::vector<double>& per_token) {
-  const auto last = std::min<int64_t>(kEarlyLast, static_cast<int64_t>(per_token.size()) - 1);
-  double s = 0;
-  for (int64_t t = 1; t <= last; ++t) s += per_token[static_cast<std::size_t>(t)];
-  return last >= 1 ? s / double(last) : NAN;
-}
+using examples::early_mean;  // tokens 1..15: the paper's "other early tokens"
+using examples::kEarlyLast;
 
 // The scalars of one report, per layer ("L<l>_...") and as the mean over layers:
 //   sink_rate, mass0, attn0      ε-sink rate at token 0, M̄_0, mean attention to token 0

@@ -291,9 +291,8 @@ std::string claims(const Summary& S) {
     const auto dres = S.m.paired("vscale", "vanilla", "res0"), dffn = S.m.paired("vscale", "vanilla", "ffn_out0");
     const auto vres = S.ratio("vscale", "res0", "res_early"), vffn = S.ratio("vscale", "ffn_out0", "ffn_out_early");
     const auto bffn = S.ratio("vanilla", "ffn_out0", "ffn_out_early");
-    std::vector<double> dres_ratio, dffn_ratio;  // paired, by seed order
-    for (std::size_t i = 0; i < std::min({vres.size(), res.size(), vffn.size(), bffn.size()}); ++i)
-      dres_ratio.push_back(vres[i] - res[i]), dffn_ratio.push_back(vffn[i] - bffn[i]);
+    const auto dres_ratio = S.paired_ratio("vscale", "vanilla", "res0", "res_early");
+    const auto dffn_ratio = S.paired_ratio("vscale", "vanilla", "ffn_out0", "ffn_out_early");
     auto below = [&](const std::vector<double>& d) { return every(d, [](double x) { return x < 0; }); };
     const bool lower_abs = below(dres) && below(dffn), lower_ratio = below(dres_ratio) && below(dffn_ratio);
     cl.push_back({"V-scale lowers token 0's MLP and residual norms",

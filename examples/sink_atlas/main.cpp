@@ -376,15 +376,6 @@ std::string claims(const Summary& S) {
     return has(Verdict::Not) ? Verdict::Not : Verdict::Inconclusive;
   };
   auto both = [&](Verdict a, Verdict b) { return combine({a, b}); };
-  // Per seed, v's num / den minus ref's (a token-0 over tokens-1–15 ratio, say).
-  auto paired_ratio = [&](const std::string& v, const std::string& ref, const std::string& num, const std::string& den) {
-    std::vector<double> d;
-    for (const auto* x : S.m.of(v))
-      for (const auto* y : S.m.of(ref))
-        if (x->seed == y->seed && !x->diverged && !y->diverged)
-          d.push_back(x->metric(num) / x->metric(den) - y->metric(num) / y->metric(den));
-    return experiment::paired_difference(d);
-  };
   auto gated = [&](Verdict v) { return sink ? v : Verdict::Untestable; };
   const std::string paired_rule = "paired rule";
   cl.push_back({"the baseline forms an attention sink (the precondition of the rest)", "Sink^0.3 near 1 in trained LLMs (Gu et al.)",
@@ -418,7 +409,8 @@ std::string claims(const Summary& S) {
                   gated(experiment::verdict_at_least(keep, 0.8, 0.5)), "≥ 80% of the baseline's rate: reproduced; ≥ 50%: partly"});
     // Token 0 against tokens 1–15 (the paper's Fig. 5 compares exactly that): lower norms
     // everywhere would not be what V-scale is said to do.
-    const auto mlp = paired_ratio("vscale", "baseline", "ffn0", "ffn_early"), res = paired_ratio("vscale", "baseline", "res0", "res_early");
+    const auto mlp = experiment::paired_difference(S.paired_ratio("vscale", "baseline", "ffn0", "ffn_early"));
+    const auto res = experiment::paired_difference(S.paired_ratio("vscale", "baseline", "res0", "res_early"));
     cl.push_back({"V-scale lowers token 0's MLP output and residual norms (against tokens 1–15)", "Fig. 5: both lower, the MLP most",
                   "Δ MLP ‖out₀‖ / 1–15 " + mlp.str(2) + "; Δ residual ‖x₀‖ / 1–15 " + res.str(2),
                   gated(both(sign_verdict(mlp, -1), sign_verdict(res, -1))), "both ratios lower (" + paired_rule + "); one: partly"});
@@ -522,8 +514,8 @@ void figures(const Summary& S, const fs::path& out) {
       std::vector<double> a(static_cast<std::size_t>(S.s.layers * S.s.heads), NAN);
       for (int64_t l = 0; l < S.s.layers; ++l)
         for (int64_t h = 0; h < S.s.heads; ++h) {
-          const double region = S.mean(v, sink_atlas::head_key(l, h, "region"));  // logged where a variant adds tokens
-          a[std::size_t(l * S.s.heads + h)] = std::isfinite(region) ? region : S.mean(v, sink_atlas::head_key(l, h, "alpha"));
+          const double region = S.mean(v, examples::head_metric(l, h, "region"));  // logged where a variant adds tokens
+          a[std::size_t(l * S.s.heads + h)] = std::isfinite(region) ? region : S.mean(v, examples::head_metric(l, h, "alpha"));
         }
       experiment::write_matrix(out / ("sinkmap_" + v + ".dat"), a.data(), S.s.layers, S.s.heads);
       maps.push_back({v, "sinkmap_" + v + ".dat"});

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../common/lm_study.hpp"
+#include "../common/probe_keys.hpp"
 #include "sinklab/experiment/experiment.hpp"
 
 namespace sink_atlas {
@@ -36,18 +37,6 @@ struct Settings {
   double alpha_sink = 0.5;     // a head whose α₀ (first 64 queries) reaches this is a sink head
   double massive_ratio = 100;  // top-1 |x| / median |x| of a layer output: a massive activation
 };
-
-// "L<l>_h<h>_<name>": a per-head metric of the run's log (built by appending: GCC 12 warns falsely
-// (-Wrestrict) on an operator+ chain here).
-inline std::string head_key(int64_t l, int64_t h, const char* name) {
-  std::string k = "L";
-  k += std::to_string(l);
-  k += "_h";
-  k += std::to_string(h);
-  k += '_';
-  k += name;
-  return k;
-}
 
 using EvalData = examples::LmEvalData;
 using Context = examples::LmContext<Settings>;

@@ -24,6 +24,7 @@
 
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
+#include "../common/probe_keys.hpp"
 #include "../common/sentences.hpp"
 #include "../common/smoke_preset.hpp"
 #include "../common/study_summary.hpp"
@@ -60,23 +61,13 @@ double onset(const experiment::RunResult& r, Pred pred) {
   return NAN;
 }
 
-// "L<l>_h<h>_<name>", as fit.cpp logs per-head values (built by appending: GCC 12 warns falsely
-// (-Wrestrict) on the operator+ chain here).
-std::string head_metric(int64_t l, int64_t h, const char* name) {
-  std::string k = "h";
-  k += std::to_string(h);
-  k += '_';
-  k += name;
-  return Matrix::layer_metric(l, k);
-}
-
 // A run's final α₀ per layer and head ([layer][head]), as fit.cpp logged it.
 std::vector<std::vector<double>> alpha_by_layer(const experiment::RunResult& r) {
   std::vector<std::vector<double>> a;
   for (int64_t l = 0;; ++l) {
     std::vector<double> heads;
     for (int64_t h = 0;; ++h) {
-      const double x = r.metric(head_metric(l, h, "alpha"));
+      const double x = r.metric(examples::head_metric(l, h, "alpha"));
       if (!std::isfinite(x)) break;
       heads.push_back(x);
     }
