@@ -386,12 +386,18 @@ std::string claims(const Summary& S) {
                 "a head with α₀ ≥ " + fixed(S.s.alpha_sink, 1) + " or Sink^0.3 ≥ 0.1 in every seed"});
   // Gradient sinks (Fig. 2, Fig. 5).
   if (S.has("g1") || S.has("sink_logit")) {
-    std::vector<double> r;
+    // A causal mask alone already favours token 0 (the ratio is about 2.5 at initialisation), so
+    // the spike is judged against each run's own value at its first evaluation.
+    std::vector<double> grown, at_init;
     for (const auto* x : S.m.of("baseline"))
-      if (!x->diverged) r.push_back(x->metric("gv_ratio"));
-    const bool spike = !r.empty() && std::all_of(r.begin(), r.end(), [](double x) { return x > 2; });
+      if (!x->diverged && !x->history.empty() && x->history.front().contains("gv_ratio")) {
+        at_init.push_back(experiment::number(x->history.front()["gv_ratio"]));
+        grown.push_back(x->metric("gv_ratio") / at_init.back());
+      }
+    const bool spike = !grown.empty() && std::all_of(grown.begin(), grown.end(), [](double g) { return g >= 2; });
     std::vector<Verdict> parts = {spike ? Verdict::Reproduced : Verdict::Not};
-    std::string ours = "‖∇v‖ token 0 / 1–15: baseline " + S.spread("baseline", "gv_ratio").short_str(2);
+    std::string ours = "‖∇v‖ token 0 / 1–15: baseline " + S.spread("baseline", "gv_ratio").short_str(2) + " (at init " +
+                       experiment::summarize(at_init).short_str(2) + ")";
     for (const std::string c : {"g1", "sink_logit"})
       if (S.has(c)) {
         ours += "; − " + c + " " + pd("baseline", c, "gv_ratio", 2);
@@ -399,7 +405,7 @@ std::string claims(const Summary& S) {
       }
     const Verdict v = combine(parts);
     cl.push_back({"gradient sinks: ∇v concentrates on the sink token, beyond the sink-free controls", "Fig. 2: a spike of ‖∇v_t‖ at the sink",
-                  ours, gated(v), "ratio > 2 in every seed, and above G1's and the sink logit's (" + paired_rule + ")"});
+                  ours, gated(v), "ratio at least twice its value at init in every seed, and above G1's and the sink logit's (" + paired_rule + ")"});
   }
   if (S.has("vscale")) {
     const double keep = S.mean("vscale", "sink03") / S.mean("baseline", "sink03");
