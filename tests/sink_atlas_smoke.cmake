@@ -10,3 +10,10 @@ if(SINKLAB_BUILD_EXAMPLES)
       -P ${CMAKE_CURRENT_SOURCE_DIR}/sink_atlas_smoke/check.cmake)
   set_tests_properties(sink_atlas_smoke PROPERTIES LABELS example TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2")
 endif()
+# scripts/keep-runs.sh, which keeps the atlas' finished runs in the repository: two parts kept in
+# one folder and summarised from it by --resume (tests/scripts/keep_runs.sh).
+if(SINKLAB_BUILD_EXAMPLES)
+  add_test(NAME keep_runs COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/scripts/keep_runs.sh ${PROJECT_SOURCE_DIR}
+                                  $<TARGET_FILE:sink_atlas>)
+  set_tests_properties(keep_runs PROPERTIES LABELS example TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2")
+endif()

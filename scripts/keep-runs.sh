@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Keeps the record of an experiment's finished runs in the repository, so a matrix too long for
+# one machine's sitting (the sink atlas: about 60 runs of 45–100 minutes) can be run in parts, on
+# different days and machines, and summarised as one.
+#
+#   scripts/keep-runs.sh OUT RECORDS     # e.g. out/atlas-a docs/results/runs/sink-atlas
+#
+# OUT is an experiment's --out (run.json, runs/<variant>/seed<k>/). For each finished run there
+# (result.json present) it copies run.json, result.json and metrics.jsonl — what `--resume` reads
+# back, about 100 KB a run — to RECORDS/runs/<variant>/seed<k>/, with machine.txt naming the CPU it
+# is copied on (run it on the machine that ran the runs). Weights, checkpoints and full reports
+# stay behind. RECORDS/run.json (the experiment and its settings) is copied once; a later OUT must
+# be of the same experiment. A run already kept is left as it is. To summarise the kept runs:
+#
+#   cp -r docs/results/runs/sink-atlas out/sink-atlas
+#   build-release/examples/sink_atlas --resume --no-plots --out out/sink-atlas --seeds 0,1 --variants baseline,vscale
+#
+# (--resume compares the settings, so runs of other settings are refused, not mixed; it trains
+# any listed run that is not kept, so list only kept ones.)
+set -euo pipefail
+
+say() { echo "keep-runs.sh: $*" >&2; }
+[[ $# -eq 2 ]] || { say "usage: scripts/keep-runs.sh OUT RECORDS (an experiment's --out, the folder that keeps its runs)"; exit 2; }
+out="$1"
+records="$2"
+[[ -f "$out/run.json" ]] || { say "'$out' has no run.json: not an experiment's output folder"; exit 1; }
+[[ -d "$out/runs" ]] || { say "'$out' has no runs/ folder: nothing to keep"; exit 1; }
+
+experiment_of() { sed -n 's/^ *"experiment": *"\([^"]*\)".*/\1/p' "$1" | head -n 1; }
+exp="$(experiment_of "$out/run.json")"
+[[ -n "$exp" ]] || { say "'$out/run.json' names no experiment"; exit 1; }
+mkdir -p "$records/runs"
+if [[ -f "$records/run.json" ]]; then
+  kept="$(experiment_of "$records/run.json")"
+  [[ "$kept" == "$exp" ]] || { say "'$records' keeps runs of '$kept', '$out' holds runs of '$exp'"; exit 1; }
+else
+  cp "$out/run.json" "$records/run.json"
+fi
+
+cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+family="$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+model="$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+isa="$(grep -m 1 -o -w 'avx2\|avx512f\|avx512_bf16\|avx512_vnni\|amx_tile\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ' || true)"
+cores="$(nproc)"
+
+added=0 present=0 unfinished=0
+for dir in "$out"/runs/*/seed*; do
+  [[ -d "$dir" ]] || continue
+  rel="${dir#"$out"/}"
+  if [[ ! -f "$dir/result.json" ]]; then
+    unfinished=$((unfinished + 1)); say "skipped $rel: not finished"; continue
+  fi
+  dest="$records/$rel"
+  if [[ -f "$dest/result.json" ]]; then
+    present=$((present + 1)); continue
+  fi
+  for f in run.json result.json metrics.jsonl; do
+    [[ -f "$dir/$f" ]] || { say "$rel has result.json but no $f"; exit 1; }
+  done
+  mkdir -p "$dest.tmp"
+  cp "$dir/run.json" "$dir/result.json" "$dir/metrics.jsonl" "$dest.tmp/"
+  printf 'cpu: %s (family %s, model %s), %s cores\nisa: %s\nkept: %s\n' "$cpu" "$family" "$model" "$cores" \
+    "${isa% }" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$dest.tmp/machine.txt"
+  rm -rf "$dest"
+  mv "$dest.tmp" "$dest"
+  added=$((added + 1)); say "kept $rel"
+done
+say "$added run(s) added to $records, $present already kept, $unfinished unfinished left out"
