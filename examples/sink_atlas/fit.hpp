@@ -55,7 +55,31 @@ struct Tweaks {
   double lr = 0;           // 0: --lr
   bool embed_scale = false;  // start the embeddings' scalar at 1 / init std (stream rms ≈ 1)
   int64_t registers = 0;   // > 0: that many prepended register tokens
+  // Start from the baseline run's final weights of this seed and train retrofit_steps() (with
+  // the same optimiser, fresh moments, the same warm-up fraction). preserve_output doubles every
+  // W_O, so that a value gate added at W_g = 0 (every gate 0.5) computes the trained function.
+  bool from_baseline = false, preserve_output = false;
 };
+
+// The start of a run that continues the baseline of its seed (finetune, retrofit_vga): every
+// tensor the baseline has, from its final weights; the variant's own (a gate) keep their init.
+template <class M>
+void start_from_baseline(experiment::Run& run, const Context& c, M& model, bool preserve_output) {
+  SINKLAB_CHECK(c.matrix != nullptr, "sink_atlas: ", run.tag(), " needs the matrix to find the baseline's run");
+  const std::filesystem::path from = c.matrix->run_dir("baseline", run.seed()) / "final.safetensors";
+  SINKLAB_CHECK(std::filesystem::exists(from), "sink_atlas: ", run.variant(), " continues the baseline run of seed ", run.seed(),
+                ", but '", from.string(), "' does not exist; list baseline before it in --variants, in the same --out "
+                "(its weights are not in kept records: run the baseline of that seed there first)");
+  const experiment::Pairing pairing = experiment::TensorBank::load(from).apply(model);
+  run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the baseline's final weights, " + from.string() + ")");
+  SINKLAB_CHECK(pairing.ok() && pairing.unused.empty(), "sink_atlas: ", run.tag(),
+                ": the start from the baseline's weights failed: ", pairing.line());
+  if (preserve_output)
+    for (auto& layer : model.layers) {
+      Tensor<float>& w = layer.attn.w_o.value;
+      for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] *= 2.0f;
+    }
+}
 
 constexpr int64_t kAlphaWindow = 64;  // Gu et al.'s α₀ over the first 64 queries
 
@@ -176,15 +200,19 @@ void fit(experiment::Run& run, const Context& c, const Tweaks& tw = {}, const Ex
   if (tw.registers > 0) cfg.tokens = {.count = tw.registers, .placement = tokens::Placement::Prepend};
   Rng rng(run.seed());
   typename Model::template Module<float> model("", cfg, rng, extra...);
-  examples::paired_start(run, model, "sink_atlas", "the baseline init of this seed",
-                         [&](Rng& r) { return Baseline::Module<float>("", c.cfg, r); });
+  if (tw.from_baseline)
+    start_from_baseline(run, c, model, tw.preserve_output);
+  else
+    examples::paired_start(run, model, "sink_atlas", "the baseline init of this seed",
+                           [&](Rng& r) { return Baseline::Module<float>("", c.cfg, r); });
   const int64_t offset = model.tokens.offset();
   constexpr bool sink_logit = std::remove_cvref_t<decltype(model.layers.front().attn.pol.score)>::has_sink;
 
   auto params = nn::parameter_list<float>(model);
   optim::AdamW<float> opt(params, {.lr = tw.lr > 0 ? tw.lr : s.lr, .beta1 = 0.9, .beta2 = s.beta2,
                                    .weight_decay = s.weight_decay});
-  const int64_t total = c.steps;
+  const int64_t total = tw.from_baseline ? retrofit_steps(s, c.steps) : c.steps;
+  const int64_t eval_every = tw.from_baseline ? std::max<int64_t>(1, std::min(s.eval_every, total / 5)) : s.eval_every;
   const optim::Schedule sched({.decay = optim::Decay::Cosine,
                                .warmup_steps = std::max<int64_t>(1, std::llround(double(total) * s.warmup)),
                                .total_steps = total,
@@ -242,7 +270,7 @@ void fit(experiment::Run& run, const Context& c, const Tweaks& tw = {}, const Ex
   };
   experiment::train(
       run, model, opt,
-      {.steps = total, .eval_every = s.eval_every, .report = report,
+      {.steps = total, .eval_every = eval_every, .report = report,
        .diverge_above = std::log(double(cfg.vocab)) + s.diverge_margin, .at_end = at_end},
       examples::lm_step(run, c, tape, model, opt, sched, params, kBos),
       evaluate);

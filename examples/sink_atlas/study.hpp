@@ -3,6 +3,8 @@
 // trains and measures one run; main.cpp holds the variant table, the command line, the atlas
 // table, the findings and the figures.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +27,10 @@ struct Settings {
   double lr = 3e-3, weight_decay = 0.5, beta2 = 0.95, warmup = 0.05, clip = 1.0, min_lr_ratio = 1.0;
   double dyt_lr = 1.5e-3;   // DyT's peak rate: its best in outlier_rescaling's sweep (3e-3 trains worse)
   int64_t registers = 4;    // register tokens of the 'registers' variant (prepended: a causal model sees them)
+  // finetune and retrofit_vga continue the baseline's final weights for this fraction of --steps
+  // (the VGA paper's App. C fine-tunes GPT-2 for 1% of its pretraining; 10% here, since 1% of a
+  // 5000-step run is 50 steps).
+  double retrofit_fraction = 0.1;
   double diverge_margin = 2.0;  // a loss above ln(vocab) + this ends a run as diverged
   int64_t eval_every = 250, eval_batch = 16, val_batches = 8, calib_batches = 4;
   int64_t timing_passes = 3;    // forward + backward passes timed at the end (ms per step)
@@ -39,15 +45,25 @@ struct Settings {
 };
 
 using EvalData = examples::LmEvalData;
-using Context = examples::LmContext<Settings>;
+// The study's run context, with the matrix: the fine-tuning variants read the baseline's run.
+struct Context : examples::LmContext<Settings> {
+  const sinklab::experiment::Matrix* matrix = nullptr;
+};
+
+// The variants that start from the baseline run of their seed (its final weights) instead of its
+// initialisation, and train retrofit_steps() more: the VGA paper's App. C.
+inline bool continues_baseline(const std::string& v) { return v == "finetune" || v == "retrofit_vga"; }
+inline int64_t retrofit_steps(const Settings& s, int64_t steps) {
+  return std::max<int64_t>(2, std::llround(double(steps) * s.retrofit_fraction));  // a warm-up step and one more
+}
 
 // Trains one run of the matrix (any variant) and records every diagnostic of the atlas.
 void run(sinklab::experiment::Run& run, const Context& c);
 
 namespace detail {
 // Per family: true when the variant is one of theirs (and the run was done).
-bool run_sinks(sinklab::experiment::Run& r, const Context& c);   // baseline, sink_logit, registers, sink_token, vscale
-bool run_gates(sinklab::experiment::Run& r, const Context& c);   // g1, g1_head, iga, vga, vga_out
+bool run_sinks(sinklab::experiment::Run& r, const Context& c);   // baseline, sink_logit, registers, sink_token, vscale, finetune
+bool run_gates(sinklab::experiment::Run& r, const Context& c);   // g1, g1_head, iga, vga, vga_out, retrofit_vga
 bool run_norms(sinklab::experiment::Run& r, const Context& c);   // preaffine_g1, gatednorm_g1, dyt
 bool run_mixing(sinklab::experiment::Run& r, const Context& c);  // resformer, nuresformer, exoformer(_dyn)
 bool run_scores(sinklab::experiment::Run& r, const Context& c);  // sigmoid, relu, clipped

@@ -14,6 +14,8 @@ expect_failure("--variants: 'nope' is not a variant; known: baseline, sink_logit
 expect_failure("--heads 3 does not divide --d-model 16" "heads 3 with d 16" ${EXE} --smoke --heads 3 --out ${OUT}/bad)
 expect_sink_preset(${EXE} ${OUT}/preset run.json --variants baseline)
 expect_failure("'g1' is listed twice" "a variant listed twice" ${EXE} --smoke --variants g1,vga,g1 --out ${OUT}/bad)
+expect_failure("retrofit_vga continues the baseline run of seed 0, but '.*baseline/seed0/final.safetensors' does not exist and baseline is not listed before it"
+               "a retrofit without its baseline" ${EXE} --smoke --variants retrofit_vga,baseline --out ${OUT}/no-baseline)
 
 # 3. The smoke run: every variant, one seed.
 set(cmd ${EXE} --smoke --threads 2 --out ${OUT}/run)
@@ -23,11 +25,30 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "sink_atlas --smoke failed with ${rc}")
 endif()
 set(variants baseline sink_logit registers sink_token g1 g1_head iga vga vga_out preaffine_g1 gatednorm_g1 dyt vscale
-    resformer nuresformer exoformer exoformer_dyn sigmoid relu clipped)
+    resformer nuresformer exoformer exoformer_dyn sigmoid relu clipped finetune retrofit_vga)
 list(LENGTH variants n)
 expect_output_has("${out}" "built-in smoke-test sentences" "### The sink, the activations" "### Loss, post-training"
         "### Each variant against the baseline" "### Findings" "### The variants" "### The studies' claims that needed a sink"
-        "\\| V-scale keeps the sink \\|" "\\| sink: exoformer_dyn ≪ baseline \\|" "\\| exoformer_dyn \\|" "\\| clipped \\|")
+        "\\| V-scale keeps the sink \\|" "\\| sink: exoformer_dyn ≪ baseline \\|" "\\| exoformer_dyn \\|" "\\| clipped \\|"
+        "\\| retrofitting VGA lowers Max inf-norm and Avg kurtosis against plain fine-tuning \\|"
+        "\\| plain fine-tuning does not lower Max inf-norm" "the baseline's final weights, trained --retrofit-fraction more"
+        "\\[finetune s0\\] init: [0-9]+/[0-9]+ shared tensors identical to the reference \\(the baseline's final weights")
+# The retrofit starts from the trained function (VGA at W_g = 0 with W_O doubled): its first
+# evaluation matches the baseline's final one.
+string(REGEX MATCH "largest \\|Δ\\| ([0-9.e+-]+) nats over 1 seed" _ "${out}")
+if(NOT CMAKE_MATCH_1 OR CMAKE_MATCH_1 GREATER 1e-4)
+  message(FATAL_ERROR "the retrofit's first evaluation differs from the baseline's final one: '${CMAKE_MATCH_1}'")
+endif()
+# The fine-tuned runs train --retrofit-fraction (10%) of --steps, two steps at least (6 here: two),
+# evaluated at their start and end.
+file(STRINGS "${OUT}/run/runs/finetune/seed0/metrics.jsonl" ft_rows)
+list(GET ft_rows 0 first)
+list(GET ft_rows -1 last)
+string(JSON s0 GET "${first}" step)
+string(JSON s1 GET "${last}" step)
+if(NOT s0 EQUAL 0 OR NOT s1 EQUAL 2)
+  message(FATAL_ERROR "finetune should be evaluated at steps 0 and 2 (10% of 6, at least 2), got ${s0} .. ${s1}")
+endif()
 expect_paired_starts("${out}" ${n})
 expect_same_batches("${out}")
 
