@@ -27,6 +27,7 @@
 
 #include "../common/paired_start.hpp"
 #include "../common/ptq_deltas.hpp"
+#include "../common/retrofit.hpp"
 #include "sinklab/data/word_lm.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -74,11 +75,7 @@ void start_from_baseline(experiment::Run& run, const Context& c, M& model, bool 
   run.progress().print("[" + run.tag() + "] " + pairing.line() + " (the baseline's final weights, " + from.string() + ")");
   SINKLAB_CHECK(pairing.ok() && pairing.unused.empty(), "sink_atlas: ", run.tag(),
                 ": the start from the baseline's weights failed: ", pairing.line());
-  if (preserve_output)
-    for (auto& layer : model.layers) {
-      Tensor<float>& w = layer.attn.w_o.value;
-      for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] *= 2.0f;
-    }
+  if (preserve_output) examples::double_attention_output(model);
 }
 
 constexpr int64_t kAlphaWindow = 64;  // Gu et al.'s α₀ over the first 64 queries

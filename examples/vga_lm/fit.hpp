@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "../common/retrofit.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -148,11 +149,7 @@ void fit(experiment::Run& run, const FamilyCtx& c) {
     SINKLAB_CHECK(fs::exists(from), "vga_lm: ", run.variant(), " starts from the vanilla run of seed ", run.seed(),
                   ", but '", from.string(), "' does not exist; include vanilla in --variants (it runs first)");
     pairing = experiment::TensorBank::load(from).apply(model);
-    if (A::gate_type::enabled && s.retrofit_init == "preserve")
-      for (auto& layer : model.layers) {  // g = 0.5 and 2·W_O: exactly the pretrained function
-        Tensor<float>& w = layer.attn.w_o.value;
-        for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] *= 2.0f;
-      }
+    if (A::gate_type::enabled && s.retrofit_init == "preserve") examples::double_attention_output(model);
   }
   run.progress().print("[" + run.tag() + "] " + pairing.line() +
                        (retro ? " (from the vanilla run's final weights)" : " (the vanilla init of this seed)"));
