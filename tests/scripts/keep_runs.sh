@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/keep-runs.sh: a matrix run in two parts, kept in one records folder, is summarised by
 # --resume from the records alone (no run trains again, the summary holds both parts); an
-# unfinished run is left out, a kept run is not overwritten, and records of another experiment
-# or a folder that is no experiment's output are refused with a message.
+# unfinished run is left out, a kept run is not overwritten, and runs of other settings, records
+# of another experiment or a folder that is no experiment's output are refused with a message.
 #   tests/scripts/keep_runs.sh <repository root> <sink_atlas program>
 set -uo pipefail
 root="$1"
@@ -45,7 +45,13 @@ run "$atlas" --smoke --no-plots --resume --variants baseline,vscale --out "$tmp/
 grep -q "| V-scale keeps the sink |" "$tmp/summary/summary.md" || fail "the summary lacks the pair's claim"
 [[ ! -e "$tmp/summary/runs/baseline/seed0/final.safetensors" ]] || fail "--resume retrained the baseline"
 
-# Refusals: another experiment's records, a folder that is no experiment's output.
+# Refusals: runs of other settings (here --steps), another experiment's records, a folder that is
+# no experiment's output.
+run "$atlas" --smoke --no-plots --variants g1 --steps 4 --out "$tmp/part-c"
+if bash "$keep" "$tmp/part-c" "$tmp/records" >"$tmp/out" 2>&1; then fail "runs of other settings were kept"; fi
+grep -q "the settings of '$tmp/part-c' differ" "$tmp/out" && grep -q '"steps": 4' "$tmp/out" ||
+  { cat "$tmp/out"; fail "no message naming the differing setting"; }
+[[ ! -e "$tmp/records/runs/g1" ]] || fail "a refused part left runs behind"
 mkdir -p "$tmp/other/runs/x/seed0"
 printf '{\n  "experiment": "vga_lm",\n  "settings": {}\n}\n' >"$tmp/other/run.json"
 if bash "$keep" "$tmp/other" "$tmp/records" >"$tmp/out" 2>&1; then fail "records of another experiment were accepted"; fi
