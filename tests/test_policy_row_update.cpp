@@ -182,8 +182,9 @@ TEST_CASE("the CPU kernels' Blocks: whole vectors and rows in lanes give the sca
   }
   CHECK(static_cast<double>(u.lse()) == doctest::Approx(std::log(z)).epsilon(1e-6));
 
-  // W rows across lanes, lane r seeing the first 3 + r keys of 12: lse per lane as the scalar one.
-  const int64_t keys = 12;
+  // W rows across lanes, lane r seeing the first 3 + r keys of W + 3 (every lane has a masked key,
+  // whatever the vector width): lse per lane as the scalar one.
+  const int64_t keys = W + 3;
   std::vector<T> st(static_cast<std::size_t>(keys * W));
   alignas(64) T end[W];
   for (int64_t r = 0; r < W; ++r) {
