@@ -8,18 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "sinklab/experiment/matrix.hpp"
+
 namespace examples {
 
-// "L<l>_h<h>_<name>" (layer and head from 0; experiment::Matrix::layer_metric's "L<l>_" prefix),
-// built by appending: GCC 12 warns falsely (-Wrestrict) on an operator+ chain here.
+// "L<l>_h<h>_<name>" (layer and head from 0): the head's metric under the Matrix's per-layer name,
+// so layer_table and the per-layer readers find it. Built by appending: GCC 12 warns falsely
+// (-Wrestrict) on an operator+ chain here.
 inline std::string head_metric(int64_t l, int64_t h, const char* name) {
-  std::string k = "L";
-  k += std::to_string(l);
-  k += "_h";
+  std::string k = "h";
   k += std::to_string(h);
   k += '_';
   k += name;
-  return k;
+  return sinklab::experiment::Matrix::layer_metric(l, k);
 }
 
 // Tokens 1..15 (cut at T − 1): the paper's "other early tokens".
