@@ -10,8 +10,9 @@
 # back, about 100 KB a run — to RECORDS/runs/<variant>/seed<k>/, with machine.txt naming the CPU it
 # is copied on (run it on the machine that ran the runs). Weights, checkpoints and full reports
 # stay behind. RECORDS/run.json (the experiment and its settings) is copied once; a later OUT must
-# be of the same experiment with the same settings (all but the variants, seeds and threads). A run
-# already kept is left as it is. To summarise the kept runs:
+# be of the same experiment with the same settings, all but those run.json lists as free_settings
+# (the variants, seeds and threads: what --resume lets differ). A run already kept is left as it
+# is. To summarise the kept runs:
 #
 #   cp -r docs/results/runs/sink-atlas out/sink-atlas
 #   build-release/examples/sink_atlas --resume --no-plots --out out/sink-atlas --seeds 0,1 --variants baseline,vscale
@@ -31,12 +32,21 @@ experiment_of() { sed -n 's/^ *"experiment": *"\([^"]*\)".*/\1/p' "$1" | head -n
 exp="$(experiment_of "$out/run.json")"
 [[ -n "$exp" ]] || { say "'$out/run.json' names no experiment"; exit 1; }
 mkdir -p "$records/runs"
-# The settings that decide a run's result: run.json's "settings" without the lists of variants and
-# seeds and the thread count (what --resume lets differ), one key a line, trailing commas dropped.
+# The keys --resume lets differ: run.json's "free_settings" (of either file); run.json written
+# before that key existed let the variants, seeds and threads differ.
+free_keys() {
+  awk '/^  "free_settings": \[/ { s = 1; next } s && /^  \]/ { s = 0 } s' "$@" | tr -d ' ",' | sort -u
+}
+runjsons=("$out/run.json")
+[[ -f "$records/run.json" ]] && runjsons+=("$records/run.json")
+free="$(free_keys "${runjsons[@]}" | paste -sd '|' -)"
+free="${free:-variants|seeds|threads}"
+# The settings that decide a run's result: run.json's "settings" without the free keys, one key a
+# line, trailing commas dropped.
 result_settings() {
   awk '/^  "settings": \{/ { s = 1; next } s && /^  \}/ { s = 0 } s' "$1" |
-    awk 'skip && /^    \]/ { skip = 0; next } skip { next }
-         /^    "(variants|seeds|threads)":/ { if ($0 ~ /\[$/) skip = 1; next } { print }' | sed 's/,$//'
+    awk -v free="^    \"(${free})\":" 'skip && /^    []}]/ { skip = 0; next } skip { next }
+         $0 ~ free { if ($0 ~ /[[{]$/) skip = 1; next } { print }' | sed 's/,$//'
 }
 if [[ -f "$records/run.json" ]]; then
   kept="$(experiment_of "$records/run.json")"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/keep-runs.sh: a matrix run in two parts, kept in one records folder, is summarised by
 # --resume from the records alone (no run trains again, the summary holds both parts); an
-# unfinished run is left out, a kept run is not overwritten, and runs of other settings, records
-# of another experiment or a folder that is no experiment's output are refused with a message.
+# unfinished run is left out, a kept run is not overwritten, settings run.json lists as free may
+# differ, and runs of other settings, records of another experiment or a folder that is no
+# experiment's output are refused with a message.
 #   tests/scripts/keep_runs.sh <repository root> <sink_atlas program>
 set -uo pipefail
 root="$1"
@@ -52,6 +53,14 @@ if bash "$keep" "$tmp/part-c" "$tmp/records" >"$tmp/out" 2>&1; then fail "runs o
 grep -q "the settings of '$tmp/part-c' differ" "$tmp/out" && grep -q '"steps": 4' "$tmp/out" ||
   { cat "$tmp/out"; fail "no message naming the differing setting"; }
 [[ ! -e "$tmp/records/runs/g1" ]] || fail "a refused part left runs behind"
+# The keys that may differ come from run.json's "free_settings": listing "steps" there lets the
+# --steps 4 part in.
+cp -r "$tmp/records" "$tmp/records-free"
+awk 'f && /^  \]/ { f = 0; next } f { next } /^  "free_settings": \[/ { f = 1; next } { print }
+     /^  "experiment":/ { print "  \"free_settings\": [\n    \"seeds\",\n    \"steps\",\n    \"threads\",\n    \"variants\"\n  ]," }' \
+  "$tmp/part-c/run.json" >"$tmp/run.json" && mv "$tmp/run.json" "$tmp/part-c/run.json"
+run bash "$keep" "$tmp/part-c" "$tmp/records-free"
+grep -q "1 run(s) added" "$tmp/out" || { cat "$tmp/out"; fail "a free_settings key was not let differ"; }
 mkdir -p "$tmp/other/runs/x/seed0"
 printf '{\n  "experiment": "vga_lm",\n  "settings": {}\n}\n' >"$tmp/other/run.json"
 if bash "$keep" "$tmp/other" "$tmp/records" >"$tmp/out" 2>&1; then fail "records of another experiment were accepted"; fi

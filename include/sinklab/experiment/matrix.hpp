@@ -102,6 +102,9 @@ class Matrix {
     dist::on_root(*comm_, [&] {
       const Json old = prepare_output(out_, mode, name_, settings, free_settings);
       Json meta = provenance(name_, settings, argc, argv);
+      // The keys --resume lets differ, so tools that merge runs (scripts/keep-runs.sh) compare
+      // the rest by the same rule.
+      meta["free_settings"] = free_settings;
       meta["ranks"] = comm_->size();
       if (comm_->size() > 1) meta["distribute"] = flags_.distribute;
       if (!old.is_null()) {
