@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "sentences.hpp"
+
 namespace examples {
 
 template <class Settings>
@@ -32,6 +34,8 @@ void add_lm_flags(CLI::App& app, Settings& s) {
   if constexpr (requires { s.corpus; })
     app.add_option("--corpus", s.corpus,
                    "comma-separated texts: brown, sotu, moby-dick (scripts/fetch-data.sh fetches them; --text wins)")
+        ->delimiter(',')
+        ->check(CLI::IsMember(kCorpusTexts))
         ->capture_default_str();
   if constexpr (requires { s.init; })
     app.add_option("--init", s.init,

@@ -65,24 +65,22 @@ inline Sentences load_sentences(const char* program, const std::string& text_fil
   return s;
 }
 
-// The texts --corpus names, comma-separated ("brown", "sotu", "moby-dick"), in that order: Brown's
-// sentences and the prose documents, each document closed by an <eod> word (Brown comes as
-// sentences without its document boundaries). --text and --smoke take precedence. Every name is
-// checked before anything is read; a missing text exits with status 2 and the fetch command.
-inline Sentences load_corpus(const char* program, const std::string& corpus, const std::string& text_file,
+// The texts --corpus can name.
+inline const std::vector<std::string> kCorpusTexts = {"brown", "sotu", "moby-dick"};
+
+// The texts --corpus names (kCorpusTexts), in that order: Brown's sentences and the prose
+// documents, each document closed by an <eod> word (Brown comes as sentences without its
+// document boundaries). --text and --smoke take precedence. Every name is checked before anything
+// is read; a missing text exits with status 2 and the fetch command.
+inline Sentences load_corpus(const char* program, const std::vector<std::string>& parts, const std::string& text_file,
                              const std::string& brown_dir, bool smoke) {
   namespace fs = std::filesystem;
   using namespace sinklab;
   if (smoke || !text_file.empty()) return load_sentences(program, text_file, brown_dir, smoke);
-  std::vector<std::string> parts;
-  for (std::size_t at = 0; at <= corpus.size();) {
-    const std::size_t comma = std::min(corpus.find(',', at), corpus.size());
-    parts.push_back(corpus.substr(at, comma - at));
-    at = comma + 1;
-  }
+  SINKLAB_CHECK(!parts.empty(), program, ": --corpus names no text (known: brown, sotu, moby-dick)");
   for (const auto& part : parts)
-    SINKLAB_CHECK(part == "brown" || part == "sotu" || part == "moby-dick", program, ": --corpus: unknown text '", part,
-                  "' (known: brown, sotu, moby-dick)");
+    SINKLAB_CHECK(std::find(kCorpusTexts.begin(), kCorpusTexts.end(), part) != kCorpusTexts.end(), program,
+                  ": --corpus: unknown text '", part, "' (known: brown, sotu, moby-dick)");
   Sentences out;
   for (const auto& part : parts) {
     if (part == "brown") {

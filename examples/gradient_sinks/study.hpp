@@ -27,7 +27,8 @@ struct Settings {
   int64_t eval_every = 250, eval_batch = 16, val_batches = 8;
   uint64_t eval_seed = 20251125;
   std::string init = "normal";  // --init (examples/common/lm_flags.hpp)
-  std::string corpus = "brown", preset;
+  std::vector<std::string> corpus = {"brown"};
+  std::string preset;
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
 };

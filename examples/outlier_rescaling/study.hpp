@@ -25,7 +25,8 @@ struct Settings {
   double sink_dim_ratio = 5.0;  // a residual-sink dimension: median |x| over tokens >= this × the median |x|
   uint64_t eval_seed = 20251125;
   std::string init = "normal";  // --init (examples/common/lm_flags.hpp)
-  std::string corpus = "brown", preset;
+  std::vector<std::string> corpus = {"brown"};
+  std::string preset;
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
 };

@@ -36,7 +36,8 @@ struct Settings {
   int64_t timing_passes = 3;    // forward + backward passes timed at the end (ms per step)
   uint64_t eval_seed = 20251125;
   std::string init = "gu";
-  std::string corpus = "brown,sotu,moby-dick", preset;
+  std::vector<std::string> corpus = {"brown", "sotu", "moby-dick"};
+  std::string preset;
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
   // What counts as a sink and a massive activation (docs/results/sink-emergence.md).

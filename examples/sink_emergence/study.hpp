@@ -25,7 +25,7 @@ struct Settings {
   bool bos = true;              // a fixed BOS at position 0 of every window
   int64_t unique_tokens = 0;    // > 0: train on the first N tokens of the training text only (repeated data)
   int64_t eval_every = 250, eval_batch = 16, val_batches = 8;
-  std::string corpus = "brown,sotu,moby-dick";
+  std::vector<std::string> corpus = {"brown", "sotu", "moby-dick"};
   std::string text_file, brown_dir;
   bool smoke = false, plots = true;
   // Thresholds of the outcome (docs/results/sink-emergence.md).

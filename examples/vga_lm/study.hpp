@@ -42,7 +42,8 @@ struct Settings {
   double retrofit_fraction = 0.05, retrofit_lr = 1e-3;
   std::string retrofit_init = "preserve";
   std::string init = "normal";  // --init (examples/common/lm_flags.hpp)
-  std::string corpus = "brown", preset;
+  std::vector<std::string> corpus = {"brown"};
+  std::string preset;
   int64_t eval_every = 100, eval_batch = 16, val_batches = 8, probe_batches = 2, calib_batches = 4;
   uint64_t eval_seed = 20250923;
   std::string text_file, brown_dir;

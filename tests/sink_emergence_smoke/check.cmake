@@ -14,7 +14,7 @@ expect_failure("cell 'T64\\+nope': unknown factor 'nope'" "an unknown factor" ${
 expect_failure("cannot read a number in 'lrx'" "an unreadable number" ${EXE} --smoke --variants lrx --out ${OUT}/bad)
 expect_failure("'base' stands alone" "base in a combination" ${EXE} --smoke --variants base+T64 --out ${OUT}/bad)
 expect_failure("5 heads do not divide d 16" "heads5 with d 16" ${EXE} --smoke --variants heads5 --out ${OUT}/bad)
-expect_failure("unknown text 'nope'" "an unknown --corpus" ${CMAKE_COMMAND} -E env SINKLAB_DATA=${OUT}/no-data ${EXE}
+expect_failure("nope not in" "an unknown --corpus" ${CMAKE_COMMAND} -E env SINKLAB_DATA=${OUT}/no-data ${EXE}
                --corpus brown,nope --out ${OUT}/bad)
 
 # 3. The smoke run: four cells, one seed.
