@@ -90,7 +90,9 @@ inline const char* palette(std::size_t i) {
 // The axes of heatmaps(): names, tick labels or index ticks, and the cells' shape.
 struct HeatmapAxes {
   std::string x = "key", y = "query";
-  std::vector<std::string> labels;   // tick labels of both axes (a square map), or none: indices
+  // tick labels of both axes (a square map), or none: indices ("{}": GCC 12 warns of a designated
+  // initializer that skips a member without a default)
+  std::vector<std::string> labels{};
   int64_t x_first = 0, y_first = 0;  // the index shown for the first column and the first row
   int64_t tick = 0;                  // > 0: a tick every `tick` indices (0: gnuplot's choice)
   bool square = true;                // square cells (false: each panel keeps the figure's shape)
