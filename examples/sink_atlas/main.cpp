@@ -10,7 +10,8 @@
 //   sink_atlas --smoke                              # seconds, every variant, built-in sentences (CTest)
 //
 // Output (--out): runs/<variant>/seed<k>/ (metrics, every evaluation's full report), summary.md
-// with the atlas table, the paired differences and the findings, and the figures.
+// with the atlas table, the paired differences and the findings, dynamics.md with every run over
+// training, and the figures.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -372,6 +373,39 @@ std::string retrofit_check(const Summary& S) {
          std::to_string(n) + " seed(s).\n\n";
 }
 
+// Every run over training, at step 0 and every fifth of its steps (dynamics.md beside
+// summary.md): when the sink forms and what moves with it, per seed — the figures show the
+// seeds' mean and range only. ‖x₀‖ and MLP ‖out₀‖ / 1–15 are token 0's residual and MLP-output
+// norms over those of tokens 1–15 (each a mean over layers).
+std::string over_training(const Summary& S) {
+  const auto num = [](const Json& e, const char* k) { return e.contains(k) ? experiment::number(e[k]) : NAN; };
+  experiment::Table t({"run", "step", "tokens (M)", "val loss", "α₀ max", "(layer, head)", "Sink^0.3", "attn → key 0",
+                       "‖v₀‖ ratio", "top-1/median", "kurtosis", "‖∇v‖ 0/1–15", "‖x₀‖ / 1–15", "MLP ‖out₀‖ / 1–15"});
+  for (const auto& v : S.m.variants()) {
+    if (!S.has(v)) continue;
+    for (const auto* r : S.m.of(v)) {
+      const int64_t last = r->history.empty() ? 0 : int64_t(num(r->history.back(), "step"));
+      const int64_t every = std::max<int64_t>(1, last / 5);
+      for (const auto& e : r->history) {
+        const int64_t step = int64_t(num(e, "step"));
+        if (step % every != 0 && step != last) continue;
+        t.row({v + " s" + std::to_string(r->seed), std::to_string(step), fixed(num(e, "tokens") / 1e6, 1),
+               fixed(num(e, "val_loss"), 3), fixed(num(e, "alpha_max"), 2),
+               "L" + std::to_string(int64_t(num(e, "alpha_max_layer")) + 1) + " h" +
+                   std::to_string(int64_t(num(e, "alpha_max_head"))),
+               fixed(num(e, "sink03"), 2), fixed(num(e, "attn0_mean"), 3), fixed(num(e, "vratio_sink"), 2),
+               fixed(num(e, "massive"), 0), fixed(num(e, "avg_kurtosis"), 1), fixed(num(e, "gv_ratio"), 2),
+               fixed(num(e, "res0") / num(e, "res_early"), 2), fixed(num(e, "ffn0") / num(e, "ffn_early"), 2)});
+      }
+    }
+  }
+  return "# The sink atlas over training\n\nEvery run at step 0 and every fifth of its steps, on the first validation "
+         "batch (the fine-tuning variants count their steps from the baseline's end). ‖x₀‖ / 1–15 and MLP ‖out₀‖ / "
+         "1–15: token 0's residual and MLP-output norms over those of tokens 1–15, means over layers; (layer, head) "
+         "of the strongest α₀, layers from 1.\n\n" +
+         t.markdown();
+}
+
 // The claims of the language-model studies that read "untestable here" while their baselines
 // formed no sink (docs/results/gradient-sinks.md, vga-lm.md, outlier-rescaling.md,
 // exoformer.md), judged on the atlas' runs, which share the setting in which the baseline forms
@@ -717,6 +751,7 @@ int main(int argc, char** argv) {
     md += ". Every measure on the first validation batch at the end of training (one forward and backward pass).\n\n";
     md += tables(S) + findings(S) + claims(S);
     io::write_file_atomically(m.out() / "summary.md", md);
+    io::write_file_atomically(m.out() / "dynamics.md", over_training(S));
     std::printf("\n%s\nsummary: %s\n", md.c_str(), (m.out() / "summary.md").string().c_str());
     if (s.plots) figures(S, m.out());
     if (!complete) return 130;
