@@ -461,13 +461,17 @@ std::string claims(const Summary& S) {
     std::vector<Verdict> parts = {spike ? Verdict::Reproduced : Verdict::Not};
     std::string ours = "‖∇v‖ token 0 / 1–15: baseline " + S.spread("baseline", "gv_ratio").short_str(2) + " (at init " +
                        experiment::summarize(at_init).short_str(2) + ")";
+    // Both controls are part of the claim: one not run leaves it open.
+    std::string missing;
     for (const std::string c : {"g1", "sink_logit"})
       if (S.has(c)) {
         ours += "; − " + c + " " + pd("baseline", c, "gv_ratio", 2);
         parts.push_back(direction("baseline", c, "gv_ratio", +1));
+      } else {
+        missing += (missing.empty() ? "" : ", ") + c;
       }
-    if (parts.size() == 1) {
-      ours += "; no sink-free control (g1, sink_logit) run yet";
+    if (!missing.empty()) {
+      ours += "; sink-free control not run yet: " + missing;
       parts.push_back(Verdict::Inconclusive);
     }
     const Verdict v = combine(parts);
