@@ -33,7 +33,7 @@ void add_lm_flags(CLI::App& app, Settings& s) {
   app.add_option("--brown-dir", s.brown_dir, "the Brown corpus folder (default: the data cache)");
   if constexpr (requires { s.corpus; })
     app.add_option("--corpus", s.corpus,
-                   "comma-separated texts: brown, sotu, moby-dick (scripts/fetch-data.sh fetches them; --text wins)")
+                   "comma-separated texts: " + corpus_texts_listed() + " (scripts/fetch-data.sh fetches them; --text wins)")
         ->delimiter(',')
         ->check(CLI::IsMember(kCorpusTexts))
         ->capture_default_str();

@@ -65,8 +65,13 @@ inline Sentences load_sentences(const char* program, const std::string& text_fil
   return s;
 }
 
-// The texts --corpus can name.
+// The texts --corpus can name, and the same as a list for messages ("brown, sotu, moby-dick").
 inline const std::vector<std::string> kCorpusTexts = {"brown", "sotu", "moby-dick"};
+inline std::string corpus_texts_listed() {
+  std::string s;
+  for (const auto& t : kCorpusTexts) s += (s.empty() ? "" : ", ") + t;
+  return s;
+}
 
 // The texts --corpus names (kCorpusTexts), in that order: Brown's sentences and the prose
 // documents, each document closed by an <eod> word (Brown comes as sentences without its
@@ -77,10 +82,10 @@ inline Sentences load_corpus(const char* program, const std::vector<std::string>
   namespace fs = std::filesystem;
   using namespace sinklab;
   if (smoke || !text_file.empty()) return load_sentences(program, text_file, brown_dir, smoke);
-  SINKLAB_CHECK(!parts.empty(), program, ": --corpus names no text (known: brown, sotu, moby-dick)");
+  SINKLAB_CHECK(!parts.empty(), program, ": --corpus names no text (known: ", corpus_texts_listed(), ")");
   for (const auto& part : parts)
     SINKLAB_CHECK(std::find(kCorpusTexts.begin(), kCorpusTexts.end(), part) != kCorpusTexts.end(), program,
-                  ": --corpus: unknown text '", part, "' (known: brown, sotu, moby-dick)");
+                  ": --corpus: unknown text '", part, "' (known: ", corpus_texts_listed(), ")");
   Sentences out;
   for (const auto& part : parts) {
     if (part == "brown") {

@@ -10,9 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <string>
-#include <vector>
 
+#include "sentences.hpp"
 #include "sinklab/experiment/cli.hpp"
 
 namespace examples {
@@ -38,7 +37,7 @@ void sink_preset(const CLI::App& app, sinklab::experiment::CommonFlags& flags, S
   if constexpr (requires { s.min_lr_ratio; }) preset(app, "--min-lr-ratio", s.min_lr_ratio, 1.0);
   if constexpr (requires { s.clip; }) preset(app, "--clip", s.clip, 1.0);
   if constexpr (requires { s.init; }) preset(app, "--init", s.init, "gu");
-  if constexpr (requires { s.corpus; }) preset(app, "--corpus", s.corpus, std::vector<std::string>{"brown", "sotu", "moby-dick"});
+  if constexpr (requires { s.corpus; }) preset(app, "--corpus", s.corpus, kCorpusTexts);  // every text
   std::printf("preset sink: the sink-forming setting of docs/results/sink-emergence.md (flags given on the command "
               "line kept)\n");
 }
