@@ -15,9 +15,8 @@
 #include <string>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include "sinklab/core/cpu_features.hpp"
+#include "sinklab/core/xsimd.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>

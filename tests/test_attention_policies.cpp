@@ -1,10 +1,10 @@
 // Attention policies: the element math agrees between scalars and xsimd batches, derivatives
 // agree with finite differences, the weights follow each paper's formula (checked against
 // direct loops here), and the gate / value-transform / probe pieces do what they say.
-#include <xsimd/xsimd.hpp>
 
 #include "attention_testing.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
+#include "sinklab/core/xsimd.hpp"
 
 using namespace attn_test;
 

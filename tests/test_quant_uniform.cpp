@@ -5,10 +5,10 @@
 #include <cmath>
 #include <limits>
 #include <vector>
-#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/core/rng.hpp"
+#include "sinklab/core/xsimd.hpp"
 #include "sinklab/quant/int8_weight.hpp"
 #include "sinklab/quant/minmax_observer.hpp"
 #include "sinklab/quant/rounding.hpp"

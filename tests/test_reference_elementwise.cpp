@@ -17,14 +17,14 @@
 #include <cmath>
 #include <string>
 #include <vector>
-#include <xsimd/xsimd.hpp>
 
 #include "model_testing.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
-#include "sinklab/nn/transformer.hpp"
 #include "sinklab/autodiff/ops/glu.hpp"
-#include "sinklab/policy/math.hpp"
+#include "sinklab/core/xsimd.hpp"
 #include "sinklab/nn/norm.hpp"
+#include "sinklab/nn/transformer.hpp"
+#include "sinklab/policy/math.hpp"
 #include "sinklab/policy/score.hpp"
 
 using namespace sinklab;

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
-#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/config.hpp"
+#include "sinklab/core/xsimd.hpp"
 
 namespace sinklab::simd {
 

@@ -4,9 +4,9 @@
 // template arguments. Activations come from policy/activation.hpp.
 #pragma once
 #include <cmath>
-#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/simd.hpp"
+#include "sinklab/core/xsimd.hpp"
 #include "sinklab/policy/activation.hpp"
 #include "sinklab/policy/math.hpp"
 

@@ -12,11 +12,11 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/tensor.hpp"
+#include "sinklab/core/xsimd.hpp"
 #include "sinklab/kernels/attention_contract.hpp"
 #include "sinklab/kernels/backend.hpp"
 #include "sinklab/kernels/cpu/attention_memory.hpp"

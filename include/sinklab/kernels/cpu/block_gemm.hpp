@@ -9,8 +9,9 @@
 #pragma once
 #include <cstdint>
 #include <type_traits>
-#include <xsimd/xsimd.hpp>
 
+#include "sinklab/core/config.hpp"
+#include "sinklab/core/xsimd.hpp"
 #include "sinklab/kernels/cpu/transpose16.hpp"
 
 namespace sinklab::kernels::cpu {
@@ -35,27 +36,27 @@ inline void block_kernel(int64_t K, T alpha, const T* A, int64_t sai, int64_t sa
   using V = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(V::size);
   V acc[MR][NV];
-#pragma GCC unroll 16
+  SINKLAB_UNROLL(16)
   for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int v = 0; v < NV; ++v) acc[r][v] = V(T(0));
   for (int64_t k = 0; k < K; ++k) {
     const T* b = B + k * ldb;
     const T* a = A + k * sak;
     V bv[NV];
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int v = 0; v < NV; ++v) bv[v] = V::load_unaligned(b + v * W);
-#pragma GCC unroll 16
+    SINKLAB_UNROLL(16)
     for (int r = 0; r < MR; ++r) {
       const V ar(a[r * sai]);
-#pragma GCC unroll 8
+      SINKLAB_UNROLL(8)
       for (int v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
     }
   }
   const V va(alpha), vb(beta);
-#pragma GCC unroll 16
+  SINKLAB_UNROLL(16)
   for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int v = 0; v < NV; ++v) {
       T* c = C + r * ldc + v * W;
       const V out = beta == T(0) ? acc[r][v] * va : xsimd::fma(vb, V::load_unaligned(c), acc[r][v] * va);

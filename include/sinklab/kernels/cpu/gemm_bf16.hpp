@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "sinklab/core/bf16.hpp"
+#include "sinklab/core/config.hpp"
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/extern_template.hpp"
@@ -189,25 +190,25 @@ template <int R, int V>
 SINKLAB_TARGET_BF16 void tile(int64_t kp, const uint32_t* Ap, int64_t lda, const uint16_t* Bp, float alpha, float beta,
                               float* C, int64_t ldc, int64_t ncols) {
   __m512 acc[R][V];
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+    SINKLAB_UNROLL(4)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kp; ++p) {
     const uint16_t* b = Bp + p * NR * 2;
     __m512bh bv[V];
-#pragma GCC unroll 4
+    SINKLAB_UNROLL(4)
     for (int v = 0; v < V; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 2 * W * v);
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(Ap[r * lda + p]));
-#pragma GCC unroll 4
+      SINKLAB_UNROLL(4)
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, bv[v]);
     }
   }
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+    SINKLAB_UNROLL(4)
     for (int v = 0; v < V; ++v) {
       const int64_t left = ncols - v * W;
       if (left <= 0) break;

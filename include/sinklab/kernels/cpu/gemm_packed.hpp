@@ -21,10 +21,10 @@
 #include <functional>
 #include <type_traits>
 #include <vector>
-#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/storage.hpp"
+#include "sinklab/core/xsimd.hpp"
 #include "sinklab/kernels/cpu/gemm_tile_x86.hpp"
 
 namespace sinklab::kernels::cpu {

@@ -14,9 +14,10 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <xsimd/xsimd.hpp>
 
+#include "sinklab/core/config.hpp"
 #include "sinklab/core/cpu_features.hpp"
+#include "sinklab/core/xsimd.hpp"
 
 #if defined(SINKLAB_CPUID)
 #include <immintrin.h>
@@ -81,11 +82,11 @@ namespace detail::x86 {
 template <int R>
 SINKLAB_TARGET_AVX512F void tile_f32_avx512(int64_t kc, const float* A, int64_t sai, int64_t sak, const float* Bp,
                                             int64_t ldp, float alpha, float beta, float* C, int64_t ldc, int64_t ncols) {
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r)
     for (int64_t j = 0; j < ncols; j += 16) __builtin_prefetch(C + r * ldc + j, 1, 3);
   __m512 acc[R][4];
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     const float* b = Bp + k * ldp;
@@ -96,7 +97,7 @@ SINKLAB_TARGET_AVX512F void tile_f32_avx512(int64_t kc, const float* A, int64_t 
       __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(a) +
                                                        static_cast<std::uintptr_t>(16 * sak) * sizeof(float)),
                          0, 3);
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r * sai]);
       acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
@@ -108,9 +109,9 @@ SINKLAB_TARGET_AVX512F void tile_f32_avx512(int64_t kc, const float* A, int64_t 
   // Constant indices into acc only (unrolled loops, the column bound tested inside): an index GCC
   // cannot resolve keeps the whole array in memory, stored on every k.
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+    SINKLAB_UNROLL(4)
     for (int v = 0; v < 4; ++v) {
       if (16 * v >= ncols) continue;
       const int64_t left = ncols - 16 * v;
@@ -127,13 +128,13 @@ template <int R>
 SINKLAB_TARGET_AVX2FMA void tile_f32_avx2(int64_t kc, const float* A, int64_t sai, int64_t sak, const float* Bp,
                                           int64_t ldp, float alpha, float beta, float* C, int64_t ldc, int64_t ncols) {
   __m256 acc[R][2];
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     const float* b = Bp + k * ldp;
     const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
     const float* a = A + k * sak;
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const __m256 ar = _mm256_broadcast_ss(a + r * sai);
       acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
@@ -142,11 +143,11 @@ SINKLAB_TARGET_AVX2FMA void tile_f32_avx2(int64_t kc, const float* A, int64_t sa
   }
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
   alignas(32) float buf[16];
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r) {
     float* c = C + r * ldc;
     if (ncols == 16) {
-#pragma GCC unroll 2
+      SINKLAB_UNROLL(2)
       for (int v = 0; v < 2; ++v) {
         const __m256 scaled = _mm256_mul_ps(acc[r][v], va);
         _mm256_storeu_ps(c + 8 * v, beta == 0.f ? scaled : _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + 8 * v), scaled));

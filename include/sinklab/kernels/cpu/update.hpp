@@ -10,9 +10,9 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <xsimd/xsimd.hpp>
 
 #include "sinklab/core/parallel.hpp"
+#include "sinklab/core/xsimd.hpp"
 
 namespace sinklab::kernels::cpu {
 
