@@ -15,10 +15,10 @@
 # is. To summarise the kept runs:
 #
 #   cp -r docs/results/runs/sink-atlas out/sink-atlas
-#   build-release/examples/sink_atlas --resume --no-plots --out out/sink-atlas --seeds 0,1 --variants baseline,vscale
+#   build-release/examples/sink_atlas --summarize --no-plots --out out/sink-atlas --seeds 0,1 --variants baseline,vscale
 #
-# (--resume compares the settings, so runs of other settings are refused, not mixed; it trains
-# any listed run that is not kept, so list only kept ones.)
+# (--summarize trains nothing: it compares the settings, so runs of other settings are refused,
+# not mixed, and names a listed run that is not kept and leaves it out.)
 set -euo pipefail
 
 say() { echo "keep-runs.sh: $*" >&2; }

@@ -346,6 +346,45 @@ TEST_CASE("Matrix: paired runs see the same batches; a killed run resumes to the
   fs::remove_all(b);
 }
 
+TEST_CASE("Matrix --summarize: finished runs are read back, unfinished ones left out, nothing trains") {
+  const fs::path d = fresh_dir("summarize");
+  const std::vector<std::string> variants{"plain", "gated"};
+  const Json settings{{"lr", 0.05}};
+  ToyTrainer trainer;
+  {  // plain in seeds 3 and 4, gated in seed 3 only: uneven seeds, as runs kept from two matrices
+    Matrix plain("toy", flags_for(d), {"plain"}, settings);
+    CHECK(plain.run(std::ref(trainer)));
+    CommonFlags f = flags_for(d);
+    f.resume = true;
+    f.seeds = {3};
+    Matrix gated("toy", f, {"gated"}, settings);
+    CHECK(gated.run(std::ref(trainer)));
+  }
+  const std::string meta = read(d / "run.json");
+  CommonFlags s = flags_for(d);
+  s.summarize = true;
+  Matrix m("toy", s, variants, settings);
+  CHECK(m.run([&](Run&) { FAIL("--summarize trains nothing"); }));
+  CHECK(m.of("plain").size() == 2);
+  REQUIRE(m.of("gated").size() == 1);
+  CHECK(m.of("gated")[0]->seed == 3);
+  CHECK(m.paired("gated", "plain", "w_final").size() == 1);
+  CHECK(!fs::exists(m.run_dir("gated", 4)));
+  CHECK(read(d / "run.json") == meta);  // the folder still describes the runs it holds
+  // The settings are checked as on --resume; a folder without the runs listed is refused.
+  CHECK_THROWS_WITH_AS(Matrix("toy", s, variants, Json{{"lr", 0.01}}),
+                       doctest::Contains("--summarize: the settings differ"), Error);
+  CommonFlags missing = s;
+  missing.seeds = {9};
+  Matrix none("toy", missing, variants, settings);
+  CHECK_THROWS_WITH_AS(none.run([&](Run&) {}), doctest::Contains("none of the runs"), Error);
+  CommonFlags elsewhere = s;
+  elsewhere.out = fresh_dir("summarize_empty").string();
+  CHECK_THROWS_WITH_AS(Matrix("toy", elsewhere, variants, settings), doctest::Contains("holds no runs to summarize"),
+                       Error);
+  fs::remove_all(d);
+}
+
 TEST_CASE("train: a loss above diverge_above ends the run as diverged; at_end adds to the final result") {
   const fs::path d = fresh_dir("diverge");
   CommonFlags f = flags_for(d);

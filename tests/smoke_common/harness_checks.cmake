@@ -42,6 +42,26 @@ function(expect_refusal_then_resume count)
   endif()
 endfunction()
 
+# --summarize over a finished matrix in `dir` (the command, ARGN, writes there): it reads back the
+# `count` runs of seed 0, names the runs of seed 99 as not finished, trains nothing and leaves
+# run.json as it was.
+function(expect_summarize dir count)
+  file(READ "${dir}/run.json" before)
+  execute_process(COMMAND ${ARGN} --summarize --no-plots --seeds 0,99 RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  string(REGEX MATCHALL "finished earlier" read_back "${out}")
+  # (the match leaves out "[variant s99]": a bracket in a list item would join the items)
+  string(REGEX MATCHALL "not finished in [^\n]*: left out of the summaries" left_out "${out}")
+  list(LENGTH read_back n)
+  list(LENGTH left_out m)
+  file(READ "${dir}/run.json" after)
+  file(GLOB started "${dir}/runs/*/seed99")
+  if(NOT rc EQUAL 0 OR NOT n EQUAL count OR NOT m EQUAL count OR NOT before STREQUAL after OR started)
+    message(FATAL_ERROR "--summarize should read back ${count} runs (read ${n}), name ${count} unfinished ones (named "
+                        "${m}), start none (started: ${started}) and leave run.json as it was; rc=${rc}\n${out}\n${err}")
+  endif()
+endfunction()
+
 # Stops unless every named variable was passed with -D<name>=...
 function(require_defined)
   foreach(v IN LISTS ARGN)

@@ -1,6 +1,6 @@
 // The flags every experiment shares, so all examples read alike:
 //
-//   --out DIR  --seeds 0,1,2  --steps N  --threads N  --resume  --force  --quick
+//   --out DIR  --seeds 0,1,2  --steps N  --threads N  --resume  --force  --summarize  --quick
 //   --distribute runs|data   (under mpirun: whole runs per rank, or every run data-parallel)
 //   --precision fp32|bf16    (the matrix products of every tape a run creates; docs/precision.md)
 //
@@ -31,6 +31,7 @@ struct CommonFlags {
   int threads = 0;      // 0: the library's default
   bool resume = false;  // continue an interrupted matrix in --out
   bool force = false;   // replace a previous run directory in --out
+  bool summarize = false;  // read the finished runs in --out, train none
   bool quick = false;   // the example's few-minutes preset
   bool check_finite = true;  // stop a run at the first NaN/Inf in a value or gradient (autodiff::CheckFinite)
   std::string distribute = "runs";  // under mpirun: "runs" (seeds over ranks) or "data" (data-parallel runs)
@@ -49,7 +50,11 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
   auto* resume = app.add_flag("--resume", f.resume,
                               "continue the matrix in --out: finished runs are kept, an unfinished one restarts from "
                               "its last checkpoint");
-  app.add_flag("--force", f.force, "replace the previous run directory in --out")->excludes(resume);
+  auto* force = app.add_flag("--force", f.force, "replace the previous run directory in --out")->excludes(resume);
+  app.add_flag("--summarize", f.summarize,
+               "train nothing: read the runs of --variants x --seeds that finished in --out and write the summaries "
+               "and figures from them (runs not finished there are named and left out)")
+      ->excludes(force);
   app.add_flag("--quick", f.quick, "a few-minutes preset (smaller model and fewer steps; explicit flags still win)");
   app.add_option("--distribute", f.distribute,
                  "under mpirun -np N: 'runs' gives each rank whole seeds; 'data' trains every run on all ranks, "

@@ -12,7 +12,10 @@
 // from its last checkpoint (see run.hpp). Ctrl-C (SIGINT) or SIGTERM stops the run in
 // progress at its next step with a checkpoint, and run() returns false; a second Ctrl-C kills
 // at once. After each seed the matrix checks that its variants saw the same batches (a hash of
-// every batch passed to Run::see_batch).
+// every batch passed to Run::see_batch). With --summarize nothing trains: the finished runs
+// listed are read back (the settings checked as on --resume), the unfinished ones are named and
+// left out, and run.json is left as it was — so runs kept from several matrices, with uneven
+// seeds per variant, can be summarised together.
 //
 // Under `mpirun -np N` (a build with MPI), the same program spreads the matrix over the ranks
 // (CommonFlags::distribute): `runs` gives each rank whole seeds (all variants of a seed stay on
@@ -89,6 +92,8 @@ class Matrix {
                   flags_.distribute, "' (expected 'runs' or 'data')");
     SINKLAB_CHECK(flags_.precision == "fp32" || flags_.precision == "bf16", name_, ": --precision '", flags_.precision,
                   "' (expected 'fp32' or 'bf16')");
+    SINKLAB_CHECK(!flags_.summarize || comm_->size() == 1, name_, ": --summarize trains nothing; run it as one "
+                  "process, not under mpirun -np ", comm_->size());
     if (flags_.threads > 0) set_num_threads(flags_.threads);
     settings["variants"] = variants_;
     settings["seeds"] = flags_.seeds;
@@ -96,11 +101,15 @@ class Matrix {
     settings["quick"] = flags_.quick;
     settings["threads"] = num_threads();
     if (flags_.precision != "fp32") settings["precision"] = flags_.precision;  // fp32 matrices keep their old settings
-    const OutputMode mode = flags_.resume ? OutputMode::Resume : flags_.force ? OutputMode::Force : OutputMode::Fresh;
+    const OutputMode mode = flags_.summarize ? OutputMode::Summarize
+                            : flags_.resume  ? OutputMode::Resume
+                            : flags_.force   ? OutputMode::Force
+                                             : OutputMode::Fresh;
     // Which runs exist does not change any run's result: a resumed matrix may add seeds or variants.
     free_settings.insert({"variants", "seeds"});
     dist::on_root(*comm_, [&] {
       const Json old = prepare_output(out_, mode, name_, settings, free_settings);
+      if (mode == OutputMode::Summarize) return;  // the folder describes the runs it holds
       Json meta = provenance(name_, settings, argc, argv);
       // The keys --resume lets differ, so tools that merge runs (scripts/keep-runs.sh) compare
       // the rest by the same rule.
@@ -261,6 +270,11 @@ class Matrix {
           results_.push_back(Run::load(dir));
           progress_.skip(steps_.at(v));
           progress_.print("[" + v + " s" + std::to_string(seed) + "] finished earlier; read from " + dir.string());
+        } else if (flags_.summarize) {
+          progress_.skip(steps_.at(v));
+          progress_.print("[" + v + " s" + std::to_string(seed) + "] not finished in " + out_.string() +
+                          ": left out of the summaries (--summarize trains nothing)");
+          continue;
         } else {
           Run r(dir, v, seed, progress_, detail::stop_flag());
           std::unique_ptr<DataParallelRun> shared;
@@ -303,6 +317,8 @@ class Matrix {
       }
       progress_.print(check_batches(seed, of_seed));
     }
+    SINKLAB_CHECK(!flags_.summarize || !results_.empty(), name_, ": --summarize: none of the runs of --variants x "
+                  "--seeds has finished in '", out_.string(), "'");
     return true;
   }
 

@@ -75,7 +75,9 @@ inline Json read_json(const fs::path& path) {
 
 inline void write_json(const fs::path& path, const Json& j) { io::write_file_atomically(path, j.dump(2) + "\n"); }
 
-enum class OutputMode { Fresh, Resume, Force };
+// Summarize: read what a matrix left in the folder, train nothing (the settings are checked as
+// on Resume, and the folder must hold a matrix).
+enum class OutputMode { Fresh, Resume, Force, Summarize };
 
 // Makes `dir` ready for an experiment; on Resume returns the recorded run.json (empty when the
 // directory holds none yet, i.e. a first run started with --resume).
@@ -86,6 +88,8 @@ inline Json prepare_output(const fs::path& dir, OutputMode mode, const std::stri
                 "' exists and is not a directory");
   const bool empty = !exists || fs::is_empty(dir);
   const fs::path meta = dir / "run.json";
+  SINKLAB_CHECK(mode != OutputMode::Summarize || !empty, experiment, ": --summarize: --out '", dir.string(),
+                "' holds no runs to summarize");
   if (!empty) {
     switch (mode) {
       case OutputMode::Fresh:
@@ -97,11 +101,13 @@ inline Json prepare_output(const fs::path& dir, OutputMode mode, const std::stri
                       "run.json), but '", dir.string(), "' has none; choose another --out");
         for (const auto& e : fs::directory_iterator(dir)) fs::remove_all(e.path());
         break;
-      case OutputMode::Resume: {
-        SINKLAB_CHECK(fs::exists(meta), experiment, ": --resume: '", dir.string(),
-                      "' has no run.json, so it holds no run to continue");
+      case OutputMode::Resume:
+      case OutputMode::Summarize: {
+        const std::string flag = mode == OutputMode::Resume ? "--resume" : "--summarize";
+        SINKLAB_CHECK(fs::exists(meta), experiment, ": ", flag, ": '", dir.string(), "' has no run.json, so it holds no ",
+                      mode == OutputMode::Resume ? "run to continue" : "runs to summarize");
         Json old = read_json(meta);
-        SINKLAB_CHECK(old.value("experiment", "") == experiment, experiment, ": --resume: '", dir.string(),
+        SINKLAB_CHECK(old.value("experiment", "") == experiment, experiment, ": ", flag, ": '", dir.string(),
                       "' holds a run of '", old.value("experiment", "?"), "'");
         std::string diff;
         const Json& was = old["settings"];
@@ -110,8 +116,10 @@ inline Json prepare_output(const fs::path& dir, OutputMode mode, const std::stri
             diff += "\n  " + k + ": was " + (was.contains(k) ? was[k].dump() : "unset") + ", now " + v.dump();
         for (const auto& [k, v] : was.items())
           if (!free_settings.count(k) && !settings.contains(k)) diff += "\n  " + k + ": was " + v.dump() + ", now unset";
-        SINKLAB_CHECK(diff.empty(), experiment, ": --resume: the settings differ from the run in '", dir.string(),
-                      "':", diff, "\n(use the same flags, or --force to start over)");
+        SINKLAB_CHECK(diff.empty(), experiment, ": ", flag, ": the settings differ from the run in '", dir.string(),
+                      "':", diff,
+                      mode == OutputMode::Resume ? "\n(use the same flags, or --force to start over)"
+                                                 : "\n(use the flags the runs were trained with)");
         return old;
       }
     }
