@@ -1,6 +1,7 @@
 // What every study's summary reads from its finished run matrix, per variant: whether it ran, how
 // many seeds diverged, a metric's spread over seeds and its mean, the paired per-seed differences
-// against a reference variant, and the per-seed ratio of two metrics. A study's Summary derives
+// against a reference variant (and the reference over the seeds a variant shares with it), and
+// the per-seed ratio of two metrics. A study's Summary derives
 // from it and adds what its own tables need (`Summary S{{matrix, settings}, extra...}`).
 #pragma once
 #include <string>
@@ -43,6 +44,20 @@ struct StudySummary {
         if (x->seed == y->seed && !x->diverged && !y->diverged)
           d.push_back(x->metric(num) / x->metric(den) - y->metric(num) / y->metric(den));
     return d;
+  }
+  // ref's metric over the seeds v finished too, neither diverged: a variant run on fewer seeds than
+  // the reference is set beside the reference's runs of those seeds.
+  sinklab::experiment::Spread spread_on_shared(const std::string& ref, const std::string& v,
+                                               const std::string& metric) const {
+    std::vector<double> xs;
+    for (const auto* y : m.of(ref))
+      for (const auto* x : m.of(v))
+        if (x->seed == y->seed && !x->diverged && !y->diverged) xs.push_back(y->metric(metric));
+    return sinklab::experiment::summarize(xs);
+  }
+  // v's mean over ref's, both over the seeds they share.
+  double mean_ratio(const std::string& v, const std::string& ref, const std::string& metric) const {
+    return spread_on_shared(v, ref, metric).mean / spread_on_shared(ref, v, metric).mean;
   }
   sinklab::experiment::Spread ratio_spread(const std::string& v, const std::string& num, const std::string& den) const {
     return sinklab::experiment::summarize(ratio(v, num, den));

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,13 @@ double region_or_alpha(const experiment::RunResult& r, const char* region, const
   const double x = r.metric(region);
   return std::isfinite(x) ? x : r.metric(alpha);
 }
+// The strongest head's α on the sink region, over a variant's seeds that did not diverge.
+experiment::Spread region_spread(const Summary& S, const std::string& v) {
+  std::vector<double> region;
+  for (const auto* x : S.m.of(v))
+    if (!x->diverged) region.push_back(region_or_alpha(*x, "region_max", "alpha_max"));
+  return experiment::summarize(region);
+}
 bool forms_sink(const experiment::RunResult& r, const Settings& s) {
   return region_or_alpha(r, "region_max", "alpha_max") >= s.alpha_sink ||
          (s.seq_len >= 64 && region_or_alpha(r, "region03", "sink03") >= 0.1);
@@ -174,12 +182,9 @@ std::string tables(const Summary& S) {
       if (!S.has(v)) continue;
       const auto [yes, n] = count_runs(S, v, [&](const experiment::RunResult& r) { return forms_sink(r, S.s); });
       const auto [big, nb] = count_runs(S, v, [&](const experiment::RunResult& r) { return massive(r, S.s); });
-      std::vector<double> region;
-      for (const auto* x : S.m.of(v))
-        if (!x->diverged) region.push_back(region_or_alpha(*x, "region_max", "alpha_max"));
       std::vector<std::string> row = {v, std::to_string(S.diverged(v)) + "/" + std::to_string(S.m.of(v).size()),
                                       std::to_string(yes) + "/" + std::to_string(n), std::to_string(big) + "/" + std::to_string(nb),
-                                      experiment::summarize(region).short_str(2)};
+                                      region_spread(S, v).short_str(2)};
       for (const auto& c : sink_columns()) row.push_back(S.spread(v, c.key).short_str(c.precision));
       t.row(row);
     }
@@ -310,10 +315,7 @@ std::string findings(const Summary& S) {
   std::vector<double> alpha, kurt, massive, inf, int4;
   for (const auto& v : S.m.variants()) {
     if (!S.has(v) || sink_atlas::continues_baseline(v)) continue;
-    std::vector<double> region;
-    for (const auto* x : S.m.of(v))
-      if (!x->diverged) region.push_back(region_or_alpha(*x, "region_max", "alpha_max"));
-    alpha.push_back(experiment::summarize(region).mean);
+    alpha.push_back(region_spread(S, v).mean);
     kurt.push_back(S.mean(v, "avg_kurtosis"));
     massive.push_back(S.mean(v, "massive"));
     inf.push_back(S.mean(v, "max_inf_norm"));
@@ -379,8 +381,12 @@ std::string retrofit_check(const Summary& S) {
 // norms over those of tokens 1–15 (each a mean over layers).
 std::string over_training(const Summary& S) {
   const auto num = [](const Json& e, const char* k) { return e.contains(k) ? experiment::number(e[k]) : NAN; };
-  experiment::Table t({"run", "step", "tokens (M)", "val loss", "α₀ max", "(layer, head)", "Sink^0.3", "attn → key 0",
-                       "‖v₀‖ ratio", "top-1/median", "kurtosis", "‖∇v‖ 0/1–15", "‖x₀‖ / 1–15", "MLP ‖out₀‖ / 1–15"});
+  // The sink region's α and the attention to added tokens or the sink logit, where a variant has them.
+  const auto region = [&](const Json& e) { return fixed(e.contains("region_max") ? num(e, "region_max") : num(e, "alpha_max"), 2); };
+  const auto added = [&](const Json& e) { return e.contains("added") ? fixed(num(e, "added"), 3) : std::string("—"); };
+  experiment::Table t({"run", "step", "tokens (M)", "val loss", "α₀ max", "(layer, head)", "α sink region", "Sink^0.3",
+                       "attn → key 0", "attn → added", "‖v₀‖ ratio", "top-1/median", "kurtosis", "‖∇v‖ 0/1–15",
+                       "‖x₀‖ / 1–15", "MLP ‖out₀‖ / 1–15"});
   for (const auto& v : S.m.variants()) {
     if (!S.has(v)) continue;
     for (const auto* r : S.m.of(v)) {
@@ -393,7 +399,7 @@ std::string over_training(const Summary& S) {
                fixed(num(e, "val_loss"), 3), fixed(num(e, "alpha_max"), 2),
                "L" + std::to_string(int64_t(num(e, "alpha_max_layer")) + 1) + " h" +
                    std::to_string(int64_t(num(e, "alpha_max_head"))),
-               fixed(num(e, "sink03"), 2), fixed(num(e, "attn0_mean"), 3), fixed(num(e, "vratio_sink"), 2),
+               region(e), fixed(num(e, "sink03"), 2), fixed(num(e, "attn0_mean"), 3), added(e), fixed(num(e, "vratio_sink"), 2),
                fixed(num(e, "massive"), 0), fixed(num(e, "avg_kurtosis"), 1), fixed(num(e, "gv_ratio"), 2),
                fixed(num(e, "res0") / num(e, "res_early"), 2), fixed(num(e, "ffn0") / num(e, "ffn_early"), 2)});
       }
@@ -402,7 +408,9 @@ std::string over_training(const Summary& S) {
   return "# The sink atlas over training\n\nEvery run at step 0 and every fifth of its steps, on the first validation "
          "batch (the fine-tuning variants count their steps from the baseline's end). ‖x₀‖ / 1–15 and MLP ‖out₀‖ / "
          "1–15: token 0's residual and MLP-output norms over those of tokens 1–15, means over layers; (layer, head) "
-         "of the strongest α₀, layers from 1.\n\n" +
+         "of the strongest α₀, layers from 1; α sink region: the strongest head's α on BOS plus what the variant "
+         "adds (= α₀ max where it adds nothing); attn → added: the attention a query gives to the prepended tokens or "
+         "the sink logit.\n\n" +
          t.markdown();
 }
 
@@ -479,13 +487,14 @@ std::string claims(const Summary& S) {
                   ours, gated(v), "ratio at least twice its value at init in every seed, and above G1's and the sink logit's (" + paired_rule + ")"});
   }
   if (S.has("vscale")) {
-    const double keep = S.mean("vscale", "sink03") / S.mean("baseline", "sink03");
+    const double keep = S.mean_ratio("vscale", "baseline", "sink03");
     // The ratio of means judges; the paired difference and the per-seed count show whether the
     // seeds agree on it.
     const auto rate = experiment::paired_difference(S.paired("vscale", "baseline", "sink03"));
     const auto [sinks, runs] = count_runs(S, "vscale", [&](const experiment::RunResult& r) { return forms_sink(r, S.s); });
     cl.push_back({"V-scale keeps the sink", "Fig. 5: sink rate about unchanged",
-                  "Sink^0.3 " + S.spread("vscale", "sink03").short_str(2) + " vs " + S.spread("baseline", "sink03").short_str(2) +
+                  "Sink^0.3 " + S.spread_on_shared("vscale", "baseline", "sink03").short_str(2) + " vs " +
+                      S.spread_on_shared("baseline", "vscale", "sink03").short_str(2) +
                       " (" + fixed(100 * keep, 0) + "%; paired Δ " + rate.str(2) + "); a sink in " +
                       std::to_string(sinks) + "/" + std::to_string(runs) + " seeds",
                   gated(experiment::verdict_at_least(keep, 0.8, 0.5)), "≥ 80% of the baseline's rate: reproduced; ≥ 50%: partly"});
@@ -552,10 +561,11 @@ std::string claims(const Summary& S) {
       {"g1", "0.0091"}, {"resformer", "0.0212"}, {"nuresformer", "0.0112"}, {"exoformer", "0.0041"}, {"exoformer_dyn", "0.0073"}};
   for (const auto& [v, paper] : exo) {
     if (!S.has(v)) continue;
-    const double ratio = S.mean(v, "attn0_mean") / S.mean("baseline", "attn0_mean");
+    const double ratio = S.mean_ratio(v, "baseline", "attn0_mean");
     const Verdict d = direction(v, "baseline", "attn0_mean", -1);
     cl.push_back({"sink: " + v + " ≪ baseline", paper + " vs 0.2572 (mean attention to key 0)",
-                  S.spread(v, "attn0_mean").short_str(3) + " vs " + S.spread("baseline", "attn0_mean").short_str(3) + " (" +
+                  S.spread_on_shared(v, "baseline", "attn0_mean").short_str(3) + " vs " +
+                      S.spread_on_shared("baseline", v, "attn0_mean").short_str(3) + " (" +
                       fixed(100 * ratio, 0) + "%)",
                   gated(d == Verdict::Reproduced && ratio < 0.25 ? Verdict::Reproduced : d == Verdict::Reproduced ? Verdict::Partly : d),
                   "lower by the paired rule and under a quarter of the baseline's: reproduced; lower only: partly"});
@@ -581,20 +591,25 @@ void figures(const Summary& S, const fs::path& out) {
     if (S.has(v)) vs.push_back(v);
   if (vs.empty()) return;
   // The atlas as a heat map: each column normalised over the variants (min 0, max 1; a column
-  // without spread all 0), grey where a diagnostic does not apply.
+  // without spread all 0), grey where a diagnostic does not apply. Its first column is the sink
+  // region's α, as in the table: α₀ alone would read a sink moved into a sink logit as none.
   {
-    std::vector<Column> cols = sink_columns();
+    std::vector<Column> cols = {{"region_max", "α sink region", 2}};
+    for (const auto& c : sink_columns()) cols.push_back(c);
     for (const auto& c : cost_columns())
       if (c.key != "val_ppl" && c.key != "parameters") cols.push_back(c);
+    const auto mean = [&](const std::string& v, const std::string& key) {
+      return key == "region_max" ? region_spread(S, v).mean : S.mean(v, key);
+    };
     std::vector<double> m(vs.size() * cols.size(), -0.1);
     for (std::size_t j = 0; j < cols.size(); ++j) {
       double lo = INFINITY, hi = -INFINITY;
       for (const auto& v : vs) {
-        const double x = S.mean(v, cols[j].key);
+        const double x = mean(v, cols[j].key);
         if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
       }
       for (std::size_t i = 0; i < vs.size(); ++i) {
-        const double x = S.mean(vs[i], cols[j].key);
+        const double x = mean(vs[i], cols[j].key);
         if (std::isfinite(x)) m[i * cols.size() + j] = hi > lo ? (x - lo) / (hi - lo) : 0.0;
       }
     }
@@ -737,12 +752,12 @@ int main(int argc, char** argv) {
     Matrix m("sink_atlas", flags, variants, settings_json(s, text.source, corpus.vocab), argc, argv);
     c.matrix = &m;
     // A variant that continues the baseline needs the baseline's final weights of each seed: in
-    // --out already, or from the baseline listed before it.
+    // --out already, or from the baseline listed before it (--summarize trains nothing).
     const auto listed = [&](const std::string& v) { return std::find(variants.begin(), variants.end(), v); };
     for (const auto& v : variants) {
       if (!sink_atlas::continues_baseline(v)) continue;
       m.set_steps(v, sink_atlas::retrofit_steps(s, flags.steps));
-      const bool after_baseline = listed("baseline") < listed(v);
+      const bool after_baseline = listed("baseline") < listed(v) || flags.summarize;
       for (const auto seed : flags.seeds)
         SINKLAB_CHECK(after_baseline || fs::exists(m.run_dir(v, seed) / "result.json") ||
                           fs::exists(m.run_dir("baseline", seed) / "final.safetensors"),
@@ -756,7 +771,9 @@ int main(int argc, char** argv) {
                      "\n\n" + text.source + "; " + std::to_string(flags.steps) + " steps of " +
                      std::to_string(s.batch * s.seq_len) + " tokens per run (" + fixed(tokens / 1e6, 1) +
                      " M tokens), seeds";
-    for (auto seed : flags.seeds) md += " " + std::to_string(seed);
+    std::set<uint64_t> seeds;  // of the runs read (--summarize may find fewer than listed; the variants table says which)
+    for (const auto& r : m.results()) seeds.insert(r.seed);
+    for (auto seed : seeds) md += " " + std::to_string(seed);
     md += ". Every measure on the first validation batch at the end of training (one forward and backward pass).\n\n";
     md += tables(S) + findings(S) + claims(S);
     io::write_file_atomically(m.out() / "summary.md", md);

@@ -94,12 +94,20 @@ foreach(file summary.md dynamics.md run.json dynamics_baseline.csv sinkmap_vga.d
 endforeach()
 # dynamics.md: every run over training, from step 0 (here the baseline's and the retrofit's first rows).
 file(READ "${OUT}/run/dynamics.md" dynamics)
-foreach(row "| baseline s0 | 0 | 0.0 |" "| retrofit_vga s0 | 0 |")
+foreach(row "| baseline s0 | 0 | 0.0 |" "| retrofit_vga s0 | 0 |" "| α sink region |" "| attn → added |")
   string(FIND "${dynamics}" "${row}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "dynamics.md lacks the row '${row}':\n${dynamics}")
   endif()
 endforeach()
+# The attention to the sink logit is a number in its rows; the baseline, which adds nothing, has none.
+if(NOT dynamics MATCHES "\\| sink_logit s0 \\| 0 \\|[^\n]*\\| 0\\.[0-9][0-9][0-9] \\| 0\\.[0-9][0-9][0-9] \\|"
+   OR NOT dynamics MATCHES "\\| baseline s0 \\| 0 \\|[^\n]*\\| 0\\.[0-9][0-9][0-9] \\| — \\|")
+  message(FATAL_ERROR "dynamics.md: attn → added should be a number for sink_logit and '—' for the baseline:\n${dynamics}")
+endif()
 
 # 5. A second run into the same folder is refused; --resume reads every run back.
 expect_refusal_then_resume(${n} ${cmd})
+
+# 6. --summarize reads the finished runs back and names the listed ones that are not there.
+expect_summarize(${OUT}/run ${n} ${cmd})
