@@ -111,7 +111,9 @@ Cell parse_cell(const std::string& name, const Settings& base) {
 
 int64_t cell_steps(const Context& c, const Settings& s) {
   const double tokens = double(c.steps) * double(c.base_tokens);
-  return std::max<int64_t>(1, std::llround(tokens / double(s.batch * s.seq_len)));
+  // Two steps at least: the cosine schedule needs one after its warm-up step (a longer-context
+  // cell under --smoke would otherwise get a single step and be refused).
+  return std::max<int64_t>(2, std::llround(tokens / double(s.batch * s.seq_len)));
 }
 
 namespace {

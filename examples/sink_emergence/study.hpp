@@ -59,7 +59,7 @@ struct Context {
   int64_t base_tokens = 0; // per step at the base context (batch · T)
 };
 
-// Steps a cell trains for: the base context's token budget over the cell's tokens per step.
+// Steps a cell trains for: the base context's token budget over the cell's tokens per step (two at least).
 int64_t cell_steps(const Context& c, const Settings& s);
 
 void run(sinklab::experiment::Run& run, const Context& c);
