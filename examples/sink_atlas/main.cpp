@@ -146,20 +146,8 @@ const std::vector<Column>& cost_columns() {
 // moves into register tokens or the sink logit still counts; α₀ itself where nothing is added).
 // Below 64 tokens the α window is shorter and uniform attention alone passes 0.3 (0.34 at T = 8),
 // so there the rate does not count.
-double region_or_alpha(const experiment::RunResult& r, const char* region, const char* alpha) {
-  const double x = r.metric(region);
-  return std::isfinite(x) ? x : r.metric(alpha);
-}
-// The strongest head's α on the sink region, over a variant's seeds that did not diverge.
-experiment::Spread region_spread(const Summary& S, const std::string& v) {
-  std::vector<double> region;
-  for (const auto* x : S.m.of(v))
-    if (!x->diverged) region.push_back(region_or_alpha(*x, "region_max", "alpha_max"));
-  return experiment::summarize(region);
-}
 bool forms_sink(const experiment::RunResult& r, const Settings& s) {
-  return region_or_alpha(r, "region_max", "alpha_max") >= s.alpha_sink ||
-         (s.seq_len >= 64 && region_or_alpha(r, "region03", "sink03") >= 0.1);
+  return r.metric("region_max") >= s.alpha_sink || (s.seq_len >= 64 && r.metric("region03") >= 0.1);
 }
 bool massive(const experiment::RunResult& r, const Settings& s) { return r.metric("massive") >= s.massive_ratio; }
 // "every" / "none" / "k of n" seeds in which pred holds, over the runs that did not diverge.
@@ -184,7 +172,7 @@ std::string tables(const Summary& S) {
       const auto [big, nb] = count_runs(S, v, [&](const experiment::RunResult& r) { return massive(r, S.s); });
       std::vector<std::string> row = {v, std::to_string(S.diverged(v)) + "/" + std::to_string(S.m.of(v).size()),
                                       std::to_string(yes) + "/" + std::to_string(n), std::to_string(big) + "/" + std::to_string(nb),
-                                      region_spread(S, v).short_str(2)};
+                                      S.spread(v, "region_max").short_str(2)};
       for (const auto& c : sink_columns()) row.push_back(S.spread(v, c.key).short_str(c.precision));
       t.row(row);
     }
@@ -315,7 +303,7 @@ std::string findings(const Summary& S) {
   std::vector<double> alpha, kurt, massive, inf, int4;
   for (const auto& v : S.m.variants()) {
     if (!S.has(v) || sink_atlas::continues_baseline(v)) continue;
-    alpha.push_back(region_spread(S, v).mean);
+    alpha.push_back(S.mean(v, "region_max"));
     kurt.push_back(S.mean(v, "avg_kurtosis"));
     massive.push_back(S.mean(v, "massive"));
     inf.push_back(S.mean(v, "max_inf_norm"));
@@ -382,7 +370,6 @@ std::string retrofit_check(const Summary& S) {
 std::string over_training(const Summary& S) {
   const auto num = [](const Json& e, const char* k) { return e.contains(k) ? experiment::number(e[k]) : NAN; };
   // The sink region's α and the attention to added tokens or the sink logit, where a variant has them.
-  const auto region = [&](const Json& e) { return fixed(e.contains("region_max") ? num(e, "region_max") : num(e, "alpha_max"), 2); };
   const auto added = [&](const Json& e) { return e.contains("added") ? fixed(num(e, "added"), 3) : std::string("—"); };
   experiment::Table t({"run", "step", "tokens (M)", "val loss", "α₀ max", "(layer, head)", "α sink region", "Sink^0.3",
                        "attn → key 0", "attn → added", "‖v₀‖ ratio", "top-1/median", "kurtosis", "‖∇v‖ 0/1–15",
@@ -399,7 +386,7 @@ std::string over_training(const Summary& S) {
                fixed(num(e, "val_loss"), 3), fixed(num(e, "alpha_max"), 2),
                "L" + std::to_string(int64_t(num(e, "alpha_max_layer")) + 1) + " h" +
                    std::to_string(int64_t(num(e, "alpha_max_head"))),
-               region(e), fixed(num(e, "sink03"), 2), fixed(num(e, "attn0_mean"), 3), added(e), fixed(num(e, "vratio_sink"), 2),
+               fixed(num(e, "region_max"), 2), fixed(num(e, "sink03"), 2), fixed(num(e, "attn0_mean"), 3), added(e), fixed(num(e, "vratio_sink"), 2),
                fixed(num(e, "massive"), 0), fixed(num(e, "avg_kurtosis"), 1), fixed(num(e, "gv_ratio"), 2),
                fixed(num(e, "res0") / num(e, "res_early"), 2), fixed(num(e, "ffn0") / num(e, "ffn_early"), 2)});
       }
@@ -598,18 +585,15 @@ void figures(const Summary& S, const fs::path& out) {
     for (const auto& c : sink_columns()) cols.push_back(c);
     for (const auto& c : cost_columns())
       if (c.key != "val_ppl" && c.key != "parameters") cols.push_back(c);
-    const auto mean = [&](const std::string& v, const std::string& key) {
-      return key == "region_max" ? region_spread(S, v).mean : S.mean(v, key);
-    };
     std::vector<double> m(vs.size() * cols.size(), -0.1);
     for (std::size_t j = 0; j < cols.size(); ++j) {
       double lo = INFINITY, hi = -INFINITY;
       for (const auto& v : vs) {
-        const double x = mean(v, cols[j].key);
+        const double x = S.mean(v, cols[j].key);
         if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
       }
       for (std::size_t i = 0; i < vs.size(); ++i) {
-        const double x = mean(vs[i], cols[j].key);
+        const double x = S.mean(vs[i], cols[j].key);
         if (std::isfinite(x)) m[i * cols.size() + j] = hi > lo ? (x - lo) / (hi - lo) : 0.0;
       }
     }
