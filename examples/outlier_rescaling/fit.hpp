@@ -19,6 +19,7 @@
 #include "sinklab/probe/outlier_stats.hpp"
 #include "sinklab/probe/residual_sinks.hpp"
 #include "sinklab/quant/model.hpp"
+#include "rescaling_test.hpp"
 #include "study.hpp"
 
 namespace outlier_rescaling {
@@ -120,7 +121,18 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
       write_activation_map(pr, c.heatmap_dir / (run.variant() + "_seed" + std::to_string(run.seed()) + ".dat"));
     return row;
   };
-  auto quantize = [&] { return examples::ptq_deltas(model, c.ev->calibration, c.ev->validation); };
+  // At the end: post-training quantization, and App. A.1's rescaling tested by intervention.
+  auto at_end = [&] {
+    experiment::Json row = examples::ptq_deltas(model, c.ev->calibration, c.ev->validation);
+    nn::ModelProbe<float> pr;
+    {
+      autodiff::no_grad ng;
+      autodiff::Tape<float> t;
+      model.loss(t, c.ev->probe.x, c.ev->probe.y, &pr);
+    }
+    for (const auto& [k, x] : rescaling_test(model, pr.layers.back().output, c.ev->validation, s.sink_dim_ratio)) row[k] = x;
+    return row;
+  };
   auto report = [L = cfg.layers](const io::LogRow& row) {
     auto get = [&](const std::string& k) { return io::number(row, k); };
     char buf[200];
@@ -132,7 +144,7 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
   experiment::train(
       run, model, opt,
       {.steps = total, .eval_every = s.eval_every, .report = report,
-       .diverge_above = std::log(double(cfg.vocab)) + s.diverge_margin, .at_end = quantize},
+       .diverge_above = std::log(double(cfg.vocab)) + s.diverge_margin, .at_end = at_end},
       examples::lm_step(run, c, tape, model, opt, sched, params, kBos),
       evaluate);
 }

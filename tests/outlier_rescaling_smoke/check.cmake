@@ -27,14 +27,18 @@ if(NOT rc EQUAL 0)
 endif()
 expect_output_has("${out}" "built-in smoke-test sentences" "### Claims" "max activation: baseline" "W4A4 loss degradation"
         "DyT with G1 trains at the baseline's rate" "with G1, residual clipping at 1000"
-        "G1 \\+ GatedNorm: GLU is no worse" "attention without a normaliser" "g1_clip10@0.9 s0\\] diverged")
+        "G1 \\+ GatedNorm: GLU is no worse" "attention without a normaliser"
+        "Rescaling by intervention" "the residual sink's channel has a small norm gain"
+        "the residual sink rescales through the norm" "with GatedNorm the largest channel no longer rescales"
+        "g1_clip10@0.9 s0\\] diverged")  # last: an element with ']' joins the ones after it
 expect_same_batches("${out}")
 list(LENGTH variants n_variants)
 expect_paired_starts("${out}" ${n_variants})
 
 # 4. Run directories: finite final metrics and PTQ figures for every run that did not diverge.
 set(metrics val_loss max_act sink sink_dims L0_resid_max L1_ffn_max L1_top_dim_ratio ptq_w8a8_dloss
-    ptq_w8a8_sq_dloss ptq_w4a4_int4_dloss ptq_w4a4_fp4_dloss ptq_w4a4_fp4_sq_dloss)
+    ptq_w8a8_sq_dloss ptq_w4a4_int4_dloss ptq_w4a4_fp4_dloss ptq_w4a4_fp4_sq_dloss rescale_dim rescale_lambda_ratio
+    rescale_dloss_shrink rescale_gain rescale_dloss_flip rescale_dloss_control)
 foreach(v IN LISTS variants)
   set(dir "${OUT}/run/runs/${v}/seed0")
   expect_run_files("${dir}")
@@ -50,6 +54,13 @@ foreach(v IN LISTS variants)
     message(FATAL_ERROR "${v} diverged in the smoke run")
   endif()
   expect_final_metrics("${json}" "${dir}/result.json" ${metrics})
+  # The interventions reach the model: reversing a channel at every stream point moves the loss.
+  foreach(m rescale_dloss_flip rescale_dloss_control)
+    string(JSON x GET "${json}" final ${m})
+    if(x MATCHES "^-?0(\\.0*)?([eE][-+]?0+)?$")
+      message(FATAL_ERROR "${v}: ${m} is ${x}: the stream edit did not change the loss (${dir}/result.json)")
+    endif()
+  endforeach()
 endforeach()
 foreach(file summary.md run.json max_activation_by_layer.csv w4a4_fp4_bars.csv maps/baseline_seed0.dat
         maps/g1_gatednorm_seed0.dat dynamics_baseline.csv)
