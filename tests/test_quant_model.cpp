@@ -578,6 +578,54 @@ TEST_CASE("integer W8A8 refuses what it cannot run") {
   CHECK_THROWS_WITH_AS(weights_only.integer_scope(), doctest::Contains("(activations off)"), Error);
 }
 
+TEST_CASE("keep_float leaves the named projections in float: GatedNorm's gates unobserved, unquantized, uncounted") {
+  Rng rng(5);
+  auto cfg = small_config();
+  cfg.tie_embeddings = true;
+  GatedTied::Module<float> model("m", cfg, rng);
+  const auto is_gate = [](const std::string& w) { return w.find("norm.gate.") != std::string::npos; };
+  const auto before = snapshot(model);
+  const auto ids = chain().batch(rng, 2).x;
+  const auto float_logits = logits_of(model, ids);
+  quant::ModelQuantizer<float> q({.scheme = quant::Scheme::w4a4_fp4, .keep_float = is_gate});
+  q.calibrate([&] {
+    Tape<float> t;
+    model.logits(t, ids);
+  });
+  for (const auto& s : q.sites()) CHECK_MESSAGE(!is_gate(s.weight), s.weight);
+  CHECK(q.site_count() == 1 + 2 * 5);  // the tied head; per layer qkv, gate, o, fc1, fc2
+  CHECK_THROWS_WITH_AS(q.transform_input("m.layers.0.attn_norm.gate.down.weight", Tensor<float>::zeros({1, 32})),
+                       doctest::Contains("was not seen"), Error);
+  q.quantize_weights();
+  std::map<std::string, std::vector<float>> now;
+  model.parameters([&](Parameter<float>& p) { now[p.name] = p.value.to_vector(); });
+  std::size_t i = 0, gates = 0, changed = 0;
+  model.parameters([&](Parameter<float>& p) {
+    if (is_gate(p.name)) {
+      CHECK_MESSAGE(now[p.name] == before[i], p.name);
+      ++gates;
+    }
+    if (p.value.rank() == 2 && !is_gate(p.name)) changed += now[p.name] != before[i];
+    ++i;
+  });
+  CHECK(gates == 2 * 2 * 2 + 2);  // down and up of two norms per layer and of the final norm
+  CHECK(changed == 1 + 2 * 5);
+  {
+    // Under the activation scope the gates' inputs pass unquantized (quantizing one would throw:
+    // no range was calibrated for it) while the rest is quantized: the logits move.
+    auto scope = q.activation_scope();
+    std::vector<float> quantized;
+    CHECK_NOTHROW(quantized = logits_of(model, ids));
+    CHECK(quantized != float_logits);
+  }
+  q.restore();
+  CHECK(snapshot(model) == before);
+  const auto everything = [](const std::string&) { return true; };
+  CHECK_THROWS_WITH_AS(quant::evaluate_ptq(model, batches(chain(), 1, 1), batches(chain(), 2, 1),
+                                           {.scheme = quant::Scheme::w8a8, .keep_float = everything}),
+                       doctest::Contains("keep_float keeps every projection"), Error);
+}
+
 TEST_CASE("model quantizer errors name the site and the problem") {
   auto& model = trained();
   quant::ModelQuantizer<float> q({});

@@ -124,6 +124,14 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
   // At the end: post-training quantization, and App. A.1's rescaling tested by intervention.
   auto at_end = [&] {
     experiment::Json row = examples::ptq_deltas(model, c.ev->calibration, c.ev->validation);
+    // GatedNorm's gates kept out of the quantizer: how much of its W4A4 loss they cause.
+    const auto gate = [](const std::string& w) { return w.find("norm.gate.") != std::string::npos; };
+    bool gated_norm = false;
+    for (auto* p : nn::parameter_list<float>(model)) gated_norm |= gate(p->name);
+    if (gated_norm)
+      for (const auto& [key, scheme] : {std::pair{"w4a4_int4", quant::Scheme::w4a4_int4}, std::pair{"w4a4_fp4", quant::Scheme::w4a4_fp4}})
+        row[std::string("ptq_") + key + "_gatefloat_dloss"] =
+            quant::evaluate_ptq(model, c.ev->calibration, c.ev->validation, {.scheme = scheme, .keep_float = gate}).delta_loss();
     nn::ModelProbe<float> pr;
     {
       autodiff::no_grad ng;

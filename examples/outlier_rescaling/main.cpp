@@ -179,6 +179,29 @@ std::string tables(const Summary& S) {
            S.spread(v, "ptq_w4a4_fp4_dloss").short_str(), S.spread(v, "ptq_w4a4_fp4_sq_dloss").short_str()});
   md += "### Post-training quantization: Δ validation loss (nats)\n\n" + q.markdown() + "\n";
 
+  // GatedNorm's gates kept out of the quantizer (quant::PtqConfig::keep_float), where a variant has them.
+  experiment::Table g({"variant", "W4A4-INT4", "gates in float", "difference (paired)", "W4A4-FP4", "gates in float",
+                       "difference (paired)"});
+  int gated = 0;
+  for (const auto& v : vs) {
+    if (S.spread(v, "ptq_w4a4_fp4_gatefloat_dloss").n_finite == 0) continue;
+    ++gated;
+    std::vector<std::string> row = {v};
+    for (const std::string k : {"ptq_w4a4_int4", "ptq_w4a4_fp4"}) {
+      std::vector<double> d;
+      for (const auto* r : S.m.of(v))
+        if (!r->diverged) d.push_back(r->metric(k + "_gatefloat_dloss") - r->metric(k + "_dloss"));
+      row.push_back(S.spread(v, k + "_dloss").short_str());
+      row.push_back(S.spread(v, k + "_gatefloat_dloss").short_str());
+      row.push_back(experiment::paired_difference(d).str());
+    }
+    g.row(row);
+  }
+  if (gated > 0)
+    md += "### GatedNorm's gates kept in float (W4A4, Δ validation loss in nats)\n\n" + g.markdown() +
+          "\nThe same quantization with the gates' two low-rank projections (W_down, W_up of every GatedNorm) left in "
+          "float, weights and inputs; the paper does not say whether its W4A4 models quantize them.\n\n";
+
   // App. A.1 by intervention (rescaling_test.hpp), where the runs logged it.
   experiment::Table r({"variant", "channel c (median |x| / median)", "λ_c / mean |λ|", "Δ loss: c clamped",
                        "others after the norm", "Δ loss: c reversed", "Δ loss: a typical channel reversed"});

@@ -28,7 +28,7 @@ endif()
 expect_output_has("${out}" "built-in smoke-test sentences" "### Claims" "max activation: baseline" "W4A4 loss degradation"
         "DyT with G1 trains at the baseline's rate" "with G1, residual clipping at 1000"
         "G1 \\+ GatedNorm: GLU is no worse" "attention without a normaliser"
-        "Rescaling by intervention" "the residual sink's channel has a small norm gain"
+        "Rescaling by intervention" "GatedNorm's gates kept in float" "the residual sink's channel has a small norm gain"
         "the residual sink rescales through the norm" "with GatedNorm the largest channel no longer rescales"
         "g1_clip10@0.9 s0\\] diverged")  # last: an element with ']' joins the ones after it
 expect_same_batches("${out}")
@@ -62,6 +62,14 @@ foreach(v IN LISTS variants)
     endif()
   endforeach()
 endforeach()
+# GatedNorm's variants also quantize with its gates in float; the others have no gates to keep.
+file(READ "${OUT}/run/runs/g1_gatednorm/seed0/result.json" json)
+expect_final_metrics("${json}" "g1_gatednorm/seed0/result.json" ptq_w4a4_int4_gatefloat_dloss ptq_w4a4_fp4_gatefloat_dloss)
+file(READ "${OUT}/run/runs/g1/seed0/result.json" json)
+string(JSON has_gatefloat ERROR_VARIABLE missing GET "${json}" final ptq_w4a4_fp4_gatefloat_dloss)
+if(NOT missing)
+  message(FATAL_ERROR "g1 has no GatedNorm, yet its result.json has ptq_w4a4_fp4_gatefloat_dloss")
+endif()
 foreach(file summary.md run.json max_activation_by_layer.csv w4a4_fp4_bars.csv maps/baseline_seed0.dat
         maps/g1_gatednorm_seed0.dat dynamics_baseline.csv)
   if(NOT EXISTS "${OUT}/run/${file}")

@@ -40,6 +40,11 @@
 // rounding of the fake path's fp32 sums. The residual-stream quantizers stay fake (they are a
 // round trip between float ops either way); the attention core and norms stay float.
 //
+// Projections can be left in float: PtqConfig::keep_float names them by weight (the gates of
+// GatedNorm, say, whose low-rank products are a small share of the compute and whose output
+// scales every channel). Their weights and inputs are not observed, quantized or counted in
+// PtqResult::sites; the rest of the model is quantized as usual.
+//
 // Calibration runs the float model once per calibration batch; activation ranges are those of
 // the float (smoothed) inputs. ModelQuantizer keeps pointers to the model's Parameters between
 // calibrate() and restore(), so the model must not move meanwhile; restore() (and the
@@ -49,6 +54,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -96,6 +102,8 @@ struct PtqConfig {
   int64_t act_block = 16;      // W4A4 input block per token; 0: one scale per token
   int32_t ignore_index = -100;  // targets left out of the evaluated loss
   bool integer = false;        // W8A8: evaluate with integer GEMMs (ModelQuantizer::integer_scope)
+  // A projection whose weight's name it accepts stays in float (weights and inputs); empty: none.
+  std::function<bool(const std::string& weight)> keep_float{};
 };
 
 // One projection, as calibration saw it.
@@ -132,14 +140,14 @@ class ModelQuantizer {
     SINKLAB_CHECK(cfg_.weight_block >= 1 && cfg_.act_block >= 0, "quant::ModelQuantizer: weight_block must be >= 1 and "
                   "act_block >= 0, got ", cfg_.weight_block, " and ", cfg_.act_block);
     observe_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
-      observe(s, x.value());
+      if (!kept_float(s)) observe(s, x.value());
       return s.product(tape, x);
     };
     quantize_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
-      return s.product(tape, quantize_input(tape, x, s));
+      return kept_float(s) ? s.product(tape, x) : s.product(tape, quantize_input(tape, x, s));
     };
     integer_ = [this](autodiff::Tape<T>& tape, autodiff::Var<T> x, const nn::ProjectionSite<T>& s) {
-      return integer_product(tape, x, s);
+      return kept_float(s) ? s.product(tape, x) : integer_product(tape, x, s);
     };
     observe_stream_ = [this](autodiff::Tape<T>&, autodiff::Var<T> h, const std::string& point) {
       observe_stream(point, h.value());
@@ -171,7 +179,7 @@ class ModelQuantizer {
   void finalize() {
     if (finalized_) return;
     SINKLAB_CHECK(!sites_.empty(), "quant::ModelQuantizer: no projection was seen; run calibrate() with a forward pass "
-                  "of the model first");
+                  "of the model first", cfg_.keep_float ? " (or PtqConfig::keep_float keeps every projection in float)" : "");
     for (Site& s : sites_) {
       SiteStats& st = s.stats;
       st.smoothing.clear();
@@ -294,6 +302,8 @@ class ModelQuantizer {
   };
 
   Format4 format4() const { return cfg_.scheme == Scheme::w4a4_int4 ? Format4::int4 : Format4::fp4_e2m1; }
+
+  bool kept_float(const nn::ProjectionSite<T>& s) const { return cfg_.keep_float && cfg_.keep_float(s.weight.name); }
 
   const Site& site(const std::string& name) const {
     auto it = index_.find(name);
