@@ -129,16 +129,19 @@ void fit(experiment::Run& run, const Context& c, const Variant& v) {
     bool gated_norm = false;
     for (auto* p : nn::parameter_list<float>(model)) gated_norm |= gate(p->name);
     if (gated_norm)
-      for (const auto& [key, scheme] : {std::pair{"w4a4_int4", quant::Scheme::w4a4_int4}, std::pair{"w4a4_fp4", quant::Scheme::w4a4_fp4}})
+      for (const auto& [key, scheme] :
+           {std::pair{"w4a4_int4", quant::Scheme::w4a4_int4}, std::pair{"w4a4_fp4", quant::Scheme::w4a4_fp4}})
         row[std::string("ptq_") + key + "_gatefloat_dloss"] =
-            quant::evaluate_ptq(model, c.ev->calibration, c.ev->validation, {.scheme = scheme, .keep_float = gate}).delta_loss();
+            quant::evaluate_ptq(model, c.ev->calibration, c.ev->validation, {.scheme = scheme, .keep_float = gate})
+                .delta_loss();
     nn::ModelProbe<float> pr;
     {
       autodiff::no_grad ng;
       autodiff::Tape<float> t;
       model.loss(t, c.ev->probe.x, c.ev->probe.y, &pr);
     }
-    for (const auto& [k, x] : rescaling_test(model, pr.layers.back().output, c.ev->validation, s.sink_dim_ratio)) row[k] = x;
+    for (const auto& [k, x] : rescaling_test(model, pr.layers.back().output, c.ev->validation, s.sink_dim_ratio))
+      row[k] = x;
     return row;
   };
   auto report = [L = cfg.layers](const io::LogRow& row) {

@@ -43,7 +43,8 @@ inline std::vector<double> channel_medians(const Tensor<float>& h) {
 
 // `last_output` is the last layer's output stream on the probe batch (it names the channels).
 template <class Model, class Batches>
-std::vector<std::pair<std::string, double>> rescaling_test(Model& model, const Tensor<float>& last_output, const Batches& validation, double sink_ratio) {
+std::vector<std::pair<std::string, double>> rescaling_test(Model& model, const Tensor<float>& last_output,
+                                                           const Batches& validation, double sink_ratio) {
   const std::vector<double> med = channel_medians(last_output);
   const auto D = static_cast<int64_t>(med.size());
   std::vector<int64_t> order(med.size());
