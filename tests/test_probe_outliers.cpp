@@ -111,6 +111,8 @@ TEST_CASE("residual_sinks: dimensions large at most tokens, not at a few; inf_no
   CHECK(r.dims == std::vector<int64_t>{2});
   CHECK(r.top == 2);
   CHECK(r.top_ratio == doctest::Approx(10.0));
+  // Every dimension's ratio: the spike does not move dimension 0's median.
+  CHECK(r.ratios == std::vector<double>{1.0, 1.0, 10.0, 1.0});
   CHECK(probe::residual_sinks(x, 20.0).dims.empty());
   CHECK(probe::inf_norm(x) == 100.0);
   CHECK(probe::inf_norm(x.slice(0, 0, 1)) == 10.0);  // a view: the spike is in sequence 1

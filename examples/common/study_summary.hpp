@@ -1,7 +1,7 @@
 // What every study's summary reads from its finished run matrix, per variant: whether it ran, how
 // many seeds diverged, a metric's spread over seeds and its mean, the paired per-seed differences
 // against a reference variant (and the reference over the seeds a variant shares with it), and
-// the per-seed ratio of two metrics. A study's Summary derives
+// the per-seed ratio and difference of two metrics. A study's Summary derives
 // from it and adds what its own tables need (`Summary S{{matrix, settings}, extra...}`).
 #pragma once
 #include <string>
@@ -33,6 +33,13 @@ struct StudySummary {
     for (const auto* x : m.of(v))
       if (!x->diverged) r.push_back(x->metric(num) / x->metric(den));
     return r;
+  }
+  // Per seed that did not diverge, a − b of v's final metrics (one run measured two ways, say).
+  std::vector<double> difference(const std::string& v, const std::string& a, const std::string& b) const {
+    std::vector<double> d;
+    for (const auto* x : m.of(v))
+      if (!x->diverged) d.push_back(x->metric(a) - x->metric(b));
+    return d;
   }
   // Per seed both finished without diverging, v's num / den minus ref's: a token-0 over
   // tokens-1–15 ratio compared between two variants, say.

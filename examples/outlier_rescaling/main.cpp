@@ -188,12 +188,9 @@ std::string tables(const Summary& S) {
     ++gated;
     std::vector<std::string> row = {v};
     for (const std::string k : {"ptq_w4a4_int4", "ptq_w4a4_fp4"}) {
-      std::vector<double> d;
-      for (const auto* r : S.m.of(v))
-        if (!r->diverged) d.push_back(r->metric(k + "_gatefloat_dloss") - r->metric(k + "_dloss"));
       row.push_back(S.spread(v, k + "_dloss").short_str());
       row.push_back(S.spread(v, k + "_gatefloat_dloss").short_str());
-      row.push_back(experiment::paired_difference(d).str());
+      row.push_back(experiment::paired_difference(S.difference(v, k + "_gatefloat_dloss", k + "_dloss")).str());
     }
     g.row(row);
   }
@@ -436,10 +433,8 @@ std::string claims(const Summary& S) {
                                       : Verdict::Not,
                     "below a quarter of the mean gain in every seed: reproduced; below half: partly; untestable "
                     "without a residual-sink dimension in every seed"});
-    std::vector<double> shrink_minus_flip;  // also read by claim 12
-    for (const auto* r : S.m.of("baseline"))
-      if (!r->diverged) shrink_minus_flip.push_back(r->metric("rescale_dloss_shrink") - r->metric("rescale_dloss_flip"));
-    const auto d = experiment::paired_difference(shrink_minus_flip);
+    const auto d =
+        experiment::paired_difference(S.difference("baseline", "rescale_dloss_shrink", "rescale_dloss_flip"));
     baseline_rescales = d.sign() > 0;
     const Spread shrink = S.spread("baseline", "rescale_dloss_shrink");
     if (d.diff.n_finite > 0)

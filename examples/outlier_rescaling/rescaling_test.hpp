@@ -28,30 +28,18 @@ namespace outlier_rescaling {
 
 using namespace sinklab;
 
-// Median |x| over the rows of each channel of h [..., D].
-inline std::vector<double> channel_medians(const Tensor<float>& h) {
-  const Tensor<float> x = h.contiguous();
-  const int64_t D = x.size(-1), rows = x.numel() / D;
-  std::vector<double> med(static_cast<std::size_t>(D)), col(static_cast<std::size_t>(rows));
-  for (int64_t d = 0; d < D; ++d) {
-    for (int64_t r = 0; r < rows; ++r) col[static_cast<std::size_t>(r)] = std::fabs(double(x.data()[r * D + d]));
-    std::nth_element(col.begin(), col.begin() + rows / 2, col.end());
-    med[static_cast<std::size_t>(d)] = col[static_cast<std::size_t>(rows / 2)];
-  }
-  return med;
-}
-
 // `last_output` is the last layer's output stream on the probe batch (it names the channels).
 template <class Model, class Batches>
 std::vector<std::pair<std::string, double>> rescaling_test(Model& model, const Tensor<float>& last_output,
                                                            const Batches& validation, double sink_ratio) {
-  const std::vector<double> med = channel_medians(last_output);
-  const auto D = static_cast<int64_t>(med.size());
-  std::vector<int64_t> order(med.size());
-  for (int64_t d = 0; d < D; ++d) order[static_cast<std::size_t>(d)] = d;
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return med[a] > med[b]; });
-  const int64_t sink = order.front(), typical = order[order.size() / 2];
   const probe::ResidualSinks rs = probe::residual_sinks(last_output, sink_ratio);
+  const auto D = static_cast<int64_t>(rs.ratios.size());
+  std::vector<int64_t> order(rs.ratios.size());
+  for (int64_t d = 0; d < D; ++d) order[static_cast<std::size_t>(d)] = d;
+  std::nth_element(order.begin(), order.begin() + D / 2, order.end(),
+                   [&](int64_t a, int64_t b) { return rs.ratios[a] > rs.ratios[b]; });
+  // rs.top is −1 only where every entry is 0.
+  const int64_t sink = std::max<int64_t>(rs.top, 0), typical = order[static_cast<std::size_t>(D / 2)];
 
   enum class Edit { shrink, flip, control };
   double gain_sum = 0;
@@ -86,7 +74,7 @@ std::vector<std::pair<std::string, double>> rescaling_test(Model& model, const T
   const double base = quant::mean_token_loss(model, validation).first;
   std::vector<std::pair<std::string, double>> row;
   row.emplace_back("rescale_dim", static_cast<double>(sink));
-  row.emplace_back("rescale_dim_ratio", rs.median > 0 ? med[static_cast<std::size_t>(sink)] / rs.median : NAN);
+  row.emplace_back("rescale_dim_ratio", rs.top_ratio);
   row.emplace_back("rescale_dloss_shrink", loss_with(Edit::shrink) - base);
   row.emplace_back("rescale_gain", gain_n ? gain_sum / double(gain_n) : NAN);
   row.emplace_back("rescale_dloss_flip", loss_with(Edit::flip) - base);

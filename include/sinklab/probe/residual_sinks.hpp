@@ -66,6 +66,7 @@ struct ResidualSinks {
   std::vector<int64_t> dims;     // dimensions whose median |x| over tokens is >= ratio × median
   int64_t top = -1;              // the dimension with the largest such ratio (ties: lower index)
   double top_ratio = 0;          // its median |x| over tokens / median
+  std::vector<double> ratios;    // every dimension's median |x| over tokens / median
 };
 
 // x [..., D]: every leading position (batch, token) is one sample of each dimension.
@@ -90,6 +91,7 @@ ResidualSinks residual_sinks(const Tensor<T>& x, double ratio) {
     for (int64_t r = 0; r < rows; ++r)
       column[static_cast<std::size_t>(r)] = std::abs(static_cast<double>(c.data()[r * D + d]));
     const double q = median(column) / floor;
+    out.ratios.push_back(q);
     if (q >= ratio) out.dims.push_back(d);
     if (q > out.top_ratio) out.top_ratio = q, out.top = d;
   }
