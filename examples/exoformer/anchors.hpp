@@ -11,17 +11,21 @@ using AnchorModel = Decoder<Gated, Family<G, M, norm::RMS>>;
 
 template <template <class, class, class> class Family>
 void fit_anchor(experiment::Run& r, const Context& c, const Variant& v) {
-  const mix::AnchorOptions o{.q = v.streams[0], .k = v.streams[1], .v = v.streams[2], .g = v.streams[3]};
+  const mix::AnchorOptions o{.q = v.streams[0],
+                             .k = v.streams[1],
+                             .v = v.streams[2],
+                             .g = v.streams[3],
+                             .normalize_anchor = !v.raw_anchors};
   if (v.dynamic) {
     SINKLAB_CHECK(v.granularity == 'e', "exoformer: '", v.name,
                   "': dynamic mixing is built with element-wise coefficients only (the paper's dynamic model)");
-    fit<AnchorModel<Family, mix::per_element, mix::Dynamic>>(r, c, o);
+    fit<AnchorModel<Family, mix::per_element, mix::Dynamic>>(r, c, v, o);
   } else if (v.granularity == 'e') {
-    fit<AnchorModel<Family, mix::per_element, mix::Static>>(r, c, o);
+    fit<AnchorModel<Family, mix::per_element, mix::Static>>(r, c, v, o);
   } else if (v.granularity == 'h') {
-    fit<AnchorModel<Family, mix::per_head, mix::Static>>(r, c, o);
+    fit<AnchorModel<Family, mix::per_head, mix::Static>>(r, c, v, o);
   } else {
-    fit<AnchorModel<Family, mix::scalar, mix::Static>>(r, c, o);
+    fit<AnchorModel<Family, mix::scalar, mix::Static>>(r, c, v, o);
   }
 }
 

@@ -7,10 +7,10 @@ namespace exoformer::detail {
 
 bool run_plain(experiment::Run& r, const Context& c, const Variant& v) {
   const mix::ResFormerOptions res{.learnable = v.learnable};
-  if (v.family == "base") fit<Base>(r, c);
-  else if (v.family == "gated") fit<Decoder<Gated>>(r, c);
-  else if (v.family == "resformer" && !v.gate) fit<Decoder<attn::Attention<>, mix::ResFormer>>(r, c, res);
-  else if (v.family == "resformer") fit<Decoder<Gated, mix::ResFormer>>(r, c, res);
+  if (v.family == "base") fit<Base>(r, c, v);
+  else if (v.family == "gated") fit<Decoder<Gated>>(r, c, v);
+  else if (v.family == "resformer" && !v.gate) fit<Decoder<attn::Attention<>, mix::ResFormer>>(r, c, v, res);
+  else if (v.family == "resformer") fit<Decoder<Gated, mix::ResFormer>>(r, c, v, res);
   else return false;
   return true;
 }

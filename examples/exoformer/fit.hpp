@@ -124,12 +124,16 @@ experiment::Json mixing_coefficients(typename Model::template Module<float>& mod
   return j;
 }
 
-// Trains Model (its mixing policy built with mix_opts) for one run of the matrix.
+// Trains Model (its mixing policy built with mix_opts) for one run of the matrix, at the variant's
+// depth and schedule length. A shallower variant starts from the first layers of the base init
+// of full depth, so it shares every tensor it has with the base of its seed.
 template <class Model, class MixOptions = mix::None::Options>
-void fit(experiment::Run& run, const Context& c, const MixOptions& mix_opts = {}) {
+void fit(experiment::Run& run, const Context& c, const Variant& v, const MixOptions& mix_opts = {}) {
   const Settings& s = *c.s;
+  nn::ModelConfig cfg = c.cfg;
+  if (v.layers > 0) cfg.layers = v.layers;
   Rng rng(run.seed());
-  typename Model::template Module<float> model("", c.cfg, rng, {}, mix_opts);
+  typename Model::template Module<float> model("", cfg, rng, {}, mix_opts);
   examples::paired_start(run, model, "exoformer", "the base init of this seed",
                          [&](Rng& r) { return Base::Module<float>("", c.cfg, r); });
   model.lm_head.weight.value.fill(0.0f);  // zero-initialised classifier (the paper, after Yang et al.)
@@ -137,7 +141,7 @@ void fit(experiment::Run& run, const Context& c, const MixOptions& mix_opts = {}
   auto params = nn::parameter_list<float>(model);
   optim::MuonAdamW<float> opt(params, {.lr = s.muon_lr, .momentum = 0.95, .nesterov = true, .weight_decay = s.muon_wd},
                               {.lr = s.adamw_lr, .beta1 = 0.9, .beta2 = s.beta2, .weight_decay = 0}, muon_route);
-  const int64_t total = c.steps;
+  const int64_t total = v.steps > 0 ? v.steps : c.steps;
   const optim::Schedule sched({.decay = optim::Decay::WSD,
                                .warmup_steps = std::max<int64_t>(1, std::llround(double(total) * s.warmup)),
                                .total_steps = total,

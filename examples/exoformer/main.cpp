@@ -14,7 +14,9 @@
 // Variants: base, gated, resformer, resformer_learn, resformer_gated, resformer_gated_learn,
 // and <nuresformer|exoformer>[_s|_h|_e][_dyn][_only_<streams>]: granularity scalar / per head /
 // per element (default), dynamic mixing (element-wise only), and which of q, k, v, g are mixed
-// ("exoformer_only_kv"; default all four).
+// ("exoformer_only_kv"; default all four); then any of _raw (the anchors mixed without their
+// RMSNorm), _l<N> (N layers: the paper's parameter-matched depth) and _steps<N> (an N-step
+// schedule: tokens to the base model's loss): "nuresformer_only_vg_raw", "gated_l5".
 //
 // Per evaluation (fit.hpp): validation loss and perplexity; per layer the attention to key 0,
 // the token similarity, the cosine to the input embedding and the PCA core features. At the end
@@ -52,21 +54,40 @@ using exoformer::Settings;
 namespace exoformer {
 
 Variant parse_variant(const std::string& name) {
+  static const std::regex modifiers(R"(^(.+?)(_raw)?(?:_l(\d+))?(?:_steps(\d+))?$)");
   static const std::regex plain(R"(^(base|gated|resformer(_gated)?(_learn)?)$)");
   static const std::regex anchor(R"(^(nuresformer|exoformer)(?:_([seh]))?(_dyn)?(?:_only_([qkvg]+))?$)");
+  static const std::string known =
+      "known: base, gated, resformer, resformer_learn, resformer_gated, resformer_gated_learn, "
+      "<nuresformer|exoformer>[_s|_h|_e][_dyn][_only_<q,k,v,g>], each followed by any of [_raw][_l<layers>]"
+      "[_steps<steps>] (e.g. exoformer_h, exoformer_dyn, exoformer_only_v, nuresformer_only_vg_raw, gated_l5, "
+      "exoformer_dyn_steps543)";
   Variant v;
   v.name = name;
+  std::smatch mod;
+  SINKLAB_CHECK(std::regex_match(name, mod, modifiers), "exoformer: --variants: '", name, "' is not a variant; ", known);
+  const std::string core = mod[1].str();
+  v.core = core;
+  v.raw_anchors = mod[2].matched;
+  auto count = [&](int group, const char* what, int64_t least) {
+    if (!mod[group].matched) return int64_t{0};
+    const std::string digits = mod[group].str();
+    SINKLAB_CHECK(digits.size() <= 6 && std::stoll(digits) >= least, "exoformer: --variants: '", name, "': ", what,
+                  " must be at least ", least, " (and at most 999999), not ", digits);
+    return static_cast<int64_t>(std::stoll(digits));
+  };
+  v.layers = count(3, "the layer count after _l", 2);  // layer 1 is NuResFormer's anchor: mixing needs a second
+  v.steps = count(4, "the step count after _steps", 1);
   std::smatch m;
-  if (std::regex_match(name, m, plain)) {
+  if (std::regex_match(core, m, plain)) {
+    SINKLAB_CHECK(!v.raw_anchors, "exoformer: --variants: '", name,
+                  "': _raw leaves the anchors un-normalised, and only nuresformer and exoformer have anchors");
     v.family = m[1].str().rfind("resformer", 0) == 0 ? "resformer" : m[1].str();
     v.gate = v.family == "gated" || m[2].matched;
     v.learnable = m[3].matched;
     return v;
   }
-  SINKLAB_CHECK(std::regex_match(name, m, anchor), "exoformer: --variants: '", name,
-                "' is not a variant; known: base, gated, resformer, resformer_learn, resformer_gated, "
-                "resformer_gated_learn, <nuresformer|exoformer>[_s|_h|_e][_dyn][_only_<q,k,v,g>] (e.g. exoformer_h, "
-                "exoformer_dyn, exoformer_only_v)");
+  SINKLAB_CHECK(std::regex_match(core, m, anchor), "exoformer: --variants: '", name, "' is not a variant; ", known);
   v.family = m[1].str();
   v.gate = true;
   if (m[2].matched) v.granularity = m[2].str()[0];
@@ -106,6 +127,7 @@ const std::map<std::string, PaperRow> kPaper = {
     {"base", {14.79, 0.2572, 0.5365, 838.9}},        {"gated", {14.64, 0.0091, 0.6328, 880.0}},
     {"resformer", {14.32, 0.0212, 0.6558, 853.8}},   {"resformer_gated", {14.25, NAN, NAN, NAN}},
     {"nuresformer", {14.15, 0.0112, 0.5783, 887.9}}, {"nuresformer_h", {14.17, NAN, NAN, NAN}},
+    {"nuresformer_only_vg_raw", {14.24, NAN, NAN, NAN}},  // Table 3: V and G mixed, anchors not normalised
     {"nuresformer_s", {14.17, NAN, NAN, NAN}},       {"exoformer", {14.13, 0.0041, 0.8265, 818.3}},
     {"exoformer_h", {14.14, NAN, NAN, NAN}},         {"exoformer_s", {14.15, NAN, NAN, NAN}},
     {"exoformer_dyn", {14.09, 0.0073, 0.8622, 752.1}}};
@@ -220,24 +242,66 @@ std::string claims(const Summary& S) {
   auto every = [](const std::vector<double>& d, auto pred) { return !d.empty() && std::all_of(d.begin(), d.end(), pred); };
   auto below = [](double x) { return x < 0; };
 
-  // 1. The perplexity ordering, one step at a time (paper, Table 1).
+  // A paired difference of the loss decides an ordering: below zero in every seed and outside the
+  // seed spread reproduces it, above likewise refutes it, anything else is inconclusive.
+  const std::string ordering = "paired Δ loss < 0 in every seed with |mean| ≥ sd: reproduced; > 0 likewise: not "
+                               "reproduced; otherwise inside the seed spread: inconclusive";
+  auto order_verdict = [](const experiment::PairedDifference& p) {
+    return p.sign() < 0 ? Verdict::Reproduced : p.sign() > 0 ? Verdict::Not : Verdict::Inconclusive;
+  };
+  auto params = [&](const std::string& v) { return fixed(S.mean(v, "parameters") / 1e6, 2) + " M"; };
+
+  // 1. The perplexity ordering, one step at a time (paper, Tables 1 and 3), and the paper's two
+  //    "value path without ExoFormer" rows: ResFormer's value residual on the gated model, and
+  //    NuResFormer mixing V and G only with un-normalised anchors.
   const std::vector<std::pair<std::string, std::string>> steps = {{"gated", "base"},
                                                                   {"resformer", "gated"},
                                                                   {"nuresformer", "resformer"},
                                                                   {"exoformer", "nuresformer"},
-                                                                  {"exoformer_dyn", "exoformer"}};
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const auto& [v, ref] = steps[i];
+                                                                  {"exoformer_dyn", "exoformer"},
+                                                                  {"resformer_gated", "gated"},
+                                                                  {"exoformer", "resformer_gated"},
+                                                                  {"nuresformer_only_vg_raw", "gated"}};
+  for (const auto& [v, ref] : steps) {
     if (!S.has(v) || !S.has(ref)) continue;
-    const bool strict = i < 3;
-    const auto d = S.paired(v, ref, "val_loss");
-    const Spread sp = experiment::summarize(d);
     const auto pv = kPaper.at(v), pr = kPaper.at(ref);
-    const bool all = every(d, below);
-    cl.push_back({"ppl: " + v + (strict ? " < " : " ≤ ") + ref, fixed(pv.ppl, 2) + " vs " + fixed(pr.ppl, 2),
-                  fixed(S.mean(v, "val_ppl"), 2) + " vs " + fixed(S.mean(ref, "val_ppl"), 2) + "; Δ loss " + sp.short_str(),
-                  all ? Verdict::Reproduced : sp.mean < 0 ? Verdict::Partly : Verdict::Not,
-                  "paired Δ loss < 0 in every seed: reproduced; mean < 0: partly"});
+    const auto d = experiment::paired_difference(S.paired(v, ref, "val_loss"));
+    cl.push_back({"ppl: " + v + (pv.ppl < pr.ppl - 0.05 ? " < " : " ≤ ") + ref,
+                  fixed(pv.ppl, 2) + " vs " + fixed(pr.ppl, 2),
+                  fixed(S.mean(v, "val_ppl"), 2) + " vs " + fixed(S.mean(ref, "val_ppl"), 2) + "; Δ loss " + d.str(),
+                  order_verdict(d), ordering});
+  }
+  // 1b. Parameters: the paper drops layers from the gated models so that they have no more
+  //     parameters than the base model; a variant with fewer layers (_l<N>) is that comparison.
+  for (const auto& v : S.m.variants()) {
+    const Variant x = parse_variant(v);
+    if (x.layers == 0 || x.layers >= S.s.layers || x.raw_anchors || x.steps || !S.has(v) || !S.has("base") ||
+        !kPaper.count(x.core))
+      continue;
+    const auto d = experiment::paired_difference(S.paired(v, "base", "val_loss"));
+    cl.push_back({"ppl: " + x.core + " < base with no more parameters (" + std::to_string(x.layers) + " layers against " +
+                      std::to_string(S.s.layers) + ")",
+                  fixed(kPaper.at(x.core).ppl, 2) + " vs " + fixed(kPaper.at("base").ppl, 2) +
+                      " (the gated models 3 layers fewer, 29 against 32)",
+                  fixed(S.mean(v, "val_ppl"), 2) + " vs " + fixed(S.mean("base", "val_ppl"), 2) + " at " + params(v) +
+                      " vs " + params("base") + " parameters; Δ loss " + d.str(),
+                  S.mean(v, "parameters") > S.mean("base", "parameters") ? Verdict::Untestable : order_verdict(d),
+                  ordering + " (untestable while the variant has more parameters than the base)"});
+  }
+  // 1c. Tokens: a variant trained on a shorter schedule (_steps<N>, with its own warm-up and decay)
+  //     against the base model's final loss — the paper's "as good with 1.84× fewer tokens".
+  for (const auto& v : S.m.variants()) {
+    const Variant x = parse_variant(v);
+    if (x.steps == 0 || x.steps >= S.steps || x.layers || x.raw_anchors || !S.has(v) || !S.has("base")) continue;
+    const auto d = experiment::paired_difference(S.paired(v, "base", "val_loss"));
+    const double fewer = double(S.steps) / double(x.steps);
+    cl.push_back({x.core + " trained on " + fixed(fewer, 2) + "× fewer tokens (" + std::to_string(x.steps) + " of " +
+                      std::to_string(S.steps) + " steps, a full schedule) reaches the base model's final loss",
+                  x.core == "exoformer_dyn" ? std::string("1.84× fewer tokens") : std::string("—"),
+                  fixed(S.mean(v, "val_loss"), 3) + " vs " + fixed(S.mean("base", "val_loss"), 3) + "; Δ loss " + d.str(),
+                  d.sign() < 0 ? Verdict::Reproduced : d.sign() > 0 ? Verdict::Not : Verdict::Inconclusive,
+                  "below the base in every seed with |mean| ≥ sd: reproduced; above likewise: not reproduced; "
+                  "otherwise inconclusive"});
   }
   // 2. The sink: the base model forms one; gating and mixing remove it (paper, Table 2).
   const double uni = probe::uniform_first_key_attention(S.s.seq_len);
@@ -300,13 +364,36 @@ std::string ablation(const Summary& S) {
   bool any = false;
   for (const auto& v : S.m.variants()) {
     const Variant x = parse_variant(v);
-    if (x.family != "exoformer" || x.dynamic || x.granularity != 'e') continue;
+    if (x.family != "exoformer" || x.dynamic || x.granularity != 'e' || x.core != v) continue;
     const Spread d = experiment::summarize(S.paired(v, "gated", "val_loss"));
     t.row({v, d.short_str(), std::isfinite(full) && full != 0 ? fixed(100 * d.mean / full, 0) + "%" : "—",
            S.spread(v, "sink").short_str(), S.spread(v, "token_sim").short_str(), S.spread(v, "pca").short_str(1)});
     any |= v != "exoformer";
   }
   return any ? "### Which anchor carries the effect (ExoFormer mixing one stream at a time)\n\n" + t.markdown() + "\n" : "";
+}
+
+// The modified variants (_raw, _l<N>, _steps<N>) against the base model and against the same
+// variant unmodified: what the anchors' norm, the depth and the schedule length are worth.
+std::string modifications(const Summary& S) {
+  experiment::Table t({"variant", "change", "params", "Δ loss vs base (paired)", "Δ loss vs unmodified (paired)",
+                       "attn sink"});
+  bool any = false;
+  for (const auto& v : S.m.variants()) {
+    const Variant x = parse_variant(v);
+    if (x.core == v || !S.has(v)) continue;
+    std::string change;
+    if (x.raw_anchors) change += "anchors not normalised";
+    if (x.layers) change += (change.empty() ? "" : "; ") + std::to_string(x.layers) + " layers";
+    if (x.steps) change += (change.empty() ? "" : "; ") + std::to_string(x.steps) + "-step schedule";
+    auto delta = [&](const std::string& ref) {
+      return S.has(ref) ? experiment::paired_difference(S.paired(v, ref, "val_loss")).str() : std::string("—");
+    };
+    t.row({v, change, fixed(S.mean(v, "parameters"), 0), delta("base"), x.core + ": " + delta(x.core),
+           S.spread(v, "sink").short_str()});
+    any = true;
+  }
+  return any ? "### Anchors' norm, depth and schedule length\n\n" + t.markdown() + "\n" : "";
 }
 
 // ---- figures -----------------------------------------------------------------------------------
@@ -394,7 +481,8 @@ int main(int argc, char** argv) {
   app.add_option("--variants", variants,
                  "comma-separated variants (default: base, gated, resformer, resformer_learn, nuresformer, exoformer_s, "
                  "exoformer_h, exoformer, exoformer_dyn and the one-stream ablation exoformer_only_{q,k,v,g}); forms: "
-                 "base, gated, resformer[_gated][_learn], <nuresformer|exoformer>[_s|_h|_e][_dyn][_only_<qkvg>]")
+                 "base, gated, resformer[_gated][_learn], <nuresformer|exoformer>[_s|_h|_e][_dyn][_only_<qkvg>], each followed "
+                 "by any of _raw (anchors not normalised), _l<N> (N layers), _steps<N> (an N-step schedule)")
       ->delimiter(',');
   app.add_flag("!--no-ablation", ablate, "leave the one-stream ablation out of the default variants");
   examples::add_lm_flags(app, s);
@@ -457,6 +545,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(flags.steps), variants.size(), flags.seeds.size());
 
     experiment::Matrix m("exoformer", flags, variants, settings_json(s, text.source, corpus.vocab), argc, argv);
+    for (const auto& v : variants)
+      if (const int64_t n = parse_variant(v).steps; n > 0) m.set_steps(v, n);
     const bool complete = m.run([&](experiment::Run& r) { exoformer::run(r, c); });
     const Summary S{{m, s}, flags.steps};
     std::string md = "# ExoFormer at " + std::to_string(s.layers) + " layers, d = " + std::to_string(s.d_model) + "\n\n" +
@@ -467,7 +557,7 @@ int main(int argc, char** argv) {
           "gives " + fixed(probe::uniform_first_key_attention(s.seq_len)) + "); token similarity, cosine to the embedding and PCA core features "
           "(components for " + fixed(100 * s.pca_threshold, 0) + "% of the variance, of d = " + std::to_string(s.d_model) +
           ") of each layer's output on the first validation batch, averaged over layers.\n\n";
-    md += tables(S) + ablation(S) + claims(S);
+    md += tables(S) + ablation(S) + modifications(S) + claims(S);
     io::write_file_atomically(m.out() / "summary.md", md);
     std::printf("\n%s\nsummary: %s\n", md.c_str(), (m.out() / "summary.md").string().c_str());
     if (s.plots) figures(S, m.out());

@@ -36,12 +36,17 @@ struct Settings {
 
 // A variant: base, gated, resformer, resformer_learn, resformer_gated, or
 // <nuresformer|exoformer>[_s|_h|_e][_dyn][_only_<streams>] — granularity scalar / per head /
-// per element (default e), dynamic mixing, and which of q, k, v, g are mixed (default all).
+// per element (default e), dynamic mixing, and which of q, k, v, g are mixed (default all) —
+// followed by any of [_raw][_l<N>][_steps<N>]: anchors mixed without their RMSNorm (the paper's
+// un-normalised NuResFormer row), a decoder of N layers (the paper drops layers from the gated
+// models to match the base model's parameters), a schedule of N steps with its own warm-up and
+// decay (tokens to a loss, measured without a decay phase capping it).
 struct Variant {
-  std::string name, family;  // family: base, gated, resformer, nuresformer, exoformer
+  std::string name, core, family;  // core: the name without the modifiers; family: base, gated, resformer, nuresformer, exoformer
   char granularity = 'e';
-  bool dynamic = false, learnable = false, gate = false;
+  bool dynamic = false, learnable = false, gate = false, raw_anchors = false;
   std::array<bool, 4> streams{true, true, true, true};  // q, k, v, g
+  int64_t layers = 0, steps = 0;  // 0: --layers, --steps
 };
 Variant parse_variant(const std::string& name);  // throws on a name it cannot read
 
