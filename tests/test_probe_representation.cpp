@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "sinklab/core/rng.hpp"
+#include "sinklab/probe/head_update_rank.hpp"
 #include "sinklab/probe/representation.hpp"
 #include "sinklab/probe/spectral.hpp"
 
@@ -64,6 +65,38 @@ TEST_CASE_TEMPLATE("stable rank: rank-1 update is 1, identity is n, zero is 0", 
   }
   CHECK(stable_rank(batch) == doctest::Approx(3.0).epsilon(rel_tol<T>()));
   CHECK_THROWS_WITH_AS(stable_rank(Tensor<T>::zeros({1, 2, 3, 4})), doctest::Contains("[B, N, D]"), Error);
+}
+
+TEST_CASE_TEMPLATE("head_update_stable_rank: a head copying one token is rank 1, others match the explicit product", T,
+                   float, double) {
+  // Two query heads share one value head (GQA). Head 0 sends every query to key 0 (U = 1 v_0ᵀ W_O,0:
+  // rank 1); head 1 attends to itself (U = V W_O,1), checked against stable_rank of that product.
+  Rng rng(11);
+  const int64_t B = 2, H = 2, Tn = 6, dh = 3, D = 5;
+  auto A = Tensor<T>::zeros({B, H, Tn, Tn});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < Tn; ++i) A(b, 0, i, 0) = T(1), A(b, 1, i, i) = T(1);
+  const auto V = rng.normal<T>({B, 1, Tn, dh});
+  const auto W = rng.normal<T>({H * dh, D});
+  const PerHead r = head_update_stable_rank(A, V, W);
+  REQUIRE(r.heads() == 2);
+  CHECK(r[0] == doctest::Approx(1.0).epsilon(rel_tol<T>()));
+  double expect = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    auto vb = Tensor<T>::zeros({Tn, dh});
+    auto w1 = Tensor<T>::zeros({dh, D});
+    for (int64_t i = 0; i < Tn; ++i)
+      for (int64_t k = 0; k < dh; ++k) vb(i, k) = V(b, 0, i, k);
+    for (int64_t k = 0; k < dh; ++k)
+      for (int64_t n = 0; n < D; ++n) w1(k, n) = W(dh + k, n);
+    expect += stable_rank(matmul(vb, w1)) / double(B);
+  }
+  CHECK(r[1] > 1.2);
+  CHECK(r[1] == doctest::Approx(expect).epsilon(10 * rel_tol<T>()));
+  CHECK_THROWS_WITH_AS(head_update_stable_rank(A, V, rng.normal<T>({D, H * dh})), doctest::Contains("expected [6, D]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(head_update_stable_rank(A, rng.normal<T>({B, 1, Tn + 1, dh}), W),
+                       doctest::Contains("do not match attention"), Error);
 }
 
 TEST_CASE("qk_singular_values: per-head spectrum of W_Q,h W_K,hᵀ") {

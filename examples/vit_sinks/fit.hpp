@@ -15,6 +15,7 @@
 #include "sinklab/optim/adamw.hpp"
 #include "sinklab/optim/schedule.hpp"
 #include "sinklab/probe/attention_sink.hpp"
+#include "sinklab/probe/head_update_rank.hpp"
 #include "sinklab/probe/sink_match.hpp"
 #include "sinklab/probe/spectral.hpp"
 #include "sinklab/probe/value_norms.hpp"
@@ -103,6 +104,9 @@ inline std::vector<int32_t> patch_labels(const ImageBatch& b, int64_t P, double 
 //   vratio      ‖W_O v_ĵ‖ / mean_{j≠ĵ} ‖W_O v_j‖ at each image's own inflow token (< 0.2: NOP)
 //   srank       stable rank ‖U‖_F² / σ₁² of the attention update U [S, D], mean over images
 //   gate        mean gate activation (gated variants)
+// and per head ("L<l>_h<h>_..."), the two axes of the paper's sink phenotypes (Fig. 6 and 8): its
+// sink score, the value ratio at its inflow tokens, and the stable rank of its own update
+// A_h V_h W_O,h (≈ 1: every query receives the same vector, a broadcast).
 template <class Model>
 void attention_metrics(Model& model, const nn::ModelProbe<float>& pr, int64_t patches, io::LogRow& row) {
   const auto L = static_cast<int64_t>(pr.layers.size());
@@ -136,18 +140,27 @@ void attention_metrics(Model& model, const nn::ModelProbe<float>& pr, int64_t pa
       gate = s / double(g.numel());
     }
     const auto& layer = model.layers[static_cast<std::size_t>(l)];
+    const probe::PerHead sink = probe::sink_score(A).score;
+    const probe::PerHead vratio = probe::value_norm_ratio_at(rec.attn.values, layer.attn.w_o.value, at);
+    const probe::PerHead srank = probe::head_update_stable_rank(A, rec.attn.values, layer.attn.w_o.value);
     const std::vector<double> vals = {
-        probe::sink_score(A).score.mean(),
+        sink.mean(),
         probe::inflow_strength(A).mean(),
         on_cls / pairs,
         on_patch / pairs,
         on_reg / pairs,
         cls_mass / double(B * H * T),
         reg_mass / double(B * H * T),
-        probe::value_norm_ratio_at(rec.attn.values, layer.attn.w_o.value, at).mean(),
+        vratio.mean(),
         probe::stable_rank(rec.attn_out),
         gate};
     const std::string p = experiment::Matrix::layer_metric(l, "");
+    for (int64_t h = 0; h < H; ++h) {
+      const std::string ph = p + "h" + std::to_string(h) + "_";
+      row.emplace_back(ph + "sink", sink[h]);
+      row.emplace_back(ph + "vratio", vratio[h]);
+      row.emplace_back(ph + "srank", srank[h]);
+    }
     for (std::size_t k = 0; k < keys.size(); ++k) {
       if (keys[k] == "gate" && !std::isfinite(vals[k])) continue;
       gated |= keys[k] == "gate";

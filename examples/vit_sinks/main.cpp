@@ -13,7 +13,10 @@
 // Per evaluation (fit.hpp): test accuracy and loss; on the probe images per layer the sink score
 // (max_j mean_i A_ij), the per-image peak inflow and where it sits (CLS / patch / register), the
 // attention mass on CLS and on the registers, the value-norm ratio at each image's own inflow
-// token, the stable rank of the attention update and the mean gate. At the end the dense probe: a
+// token, the stable rank of the attention update and the mean gate; per head its sink score, value
+// ratio and the stable rank of its own update (the paper's two phenotype axes, Fig. 6: heads.png,
+// and the claims that sink heads split into NOP and broadcast and that CLS hands the sink to the
+// patches across layers, Fig. 4). At the end the dense probe: a
 // linear classifier on the frozen final-norm patch tokens predicting background or the image's
 // class per patch (a segmentation analogue, 11 classes): patch accuracy and mIoU. Output (--out):
 // runs/<variant>/seed<k>/ (with the attention maps of the final model), summary.md with the
@@ -163,6 +166,37 @@ std::string tables(const Summary& S) {
   return md;
 }
 
+// One head of one finished run at the end of training: the two axes of the paper's sink
+// phenotypes (Fig. 6), and whether it is a sink head at all (its sink score above 3/S).
+struct HeadPoint {
+  std::string variant;
+  uint64_t seed = 0;
+  int64_t layer = 0, head = 0;
+  double sink = NAN, vratio = NAN, srank = NAN;
+  bool is_sink = false;
+  bool nop() const { return is_sink && vratio < 0.2; }                      // the paper: < 0.2× the others' norm
+  // A normal value and a rank-1 update. Rank 1 is a signature only where ordinary heads are not
+  // rank 1 too (diffuse attention gives every query nearly the same average: rank ≈ 1 at init).
+  bool broadcast() const { return is_sink && vratio >= 0.5 && srank < 1.05; }
+};
+
+std::vector<HeadPoint> head_points(const Summary& S, const std::string& v) {
+  std::vector<HeadPoint> out;
+  const double level = 3.0 / double(S.seq(v));
+  for (const auto* r : S.m.of(v)) {
+    if (r->diverged) continue;
+    for (int64_t l = 0; l < S.s.layers; ++l)
+      for (int64_t h = 0; h < S.s.heads; ++h) {
+        const std::string p = experiment::Matrix::layer_metric(l, "h" + std::to_string(h) + "_");
+        HeadPoint x{v, r->seed, l, h, r->metric(p + "sink"), r->metric(p + "vratio"), r->metric(p + "srank")};
+        if (!std::isfinite(x.sink)) continue;  // a run from before the per-head measures
+        x.is_sink = x.sink > level;
+        out.push_back(x);
+      }
+  }
+  return out;
+}
+
 std::string claims(const Summary& S) {
   using experiment::Claim;
   using experiment::Verdict;
@@ -268,6 +302,67 @@ std::string claims(const Summary& S) {
                   "the inflow peaks on registers in every seed: reproduced; more than twice the registers' share of "
                   "the tokens in the mean: partly"});
   }
+  // 2b. Two phenotypes in one model (Fig. 6 left): the vanilla model's sink heads split into
+  //     NOP-like (value ratio < 0.2) and broadcast-like (a normal value and a rank-1 update).
+  if (S.has("vanilla")) {
+    const auto pts = head_points(S, "vanilla");
+    if (!pts.empty()) {
+      int64_t sinks = 0, nop = 0, bc = 0;
+      bool both_in_one = false;
+      std::vector<double> other_rank;
+      for (const auto& x : pts)
+        if (!x.is_sink) other_rank.push_back(x.srank);
+      std::sort(other_rank.begin(), other_rank.end());
+      const double median = other_rank.empty() ? NAN : other_rank[other_rank.size() / 2];
+      const bool rank_tells = median >= 1.5;  // the other heads' updates are not rank 1 themselves
+      for (const auto seed : S.m.seeds()) {
+        bool n = false, b = false;
+        for (const auto& x : pts)
+          if (x.seed == seed) n |= x.nop(), b |= rank_tells && x.broadcast();
+        both_in_one |= n && b;
+      }
+      for (const auto& x : pts) sinks += x.is_sink, nop += x.nop(), bc += rank_tells && x.broadcast();
+      cl.push_back({"sink heads fall into two phenotypes that coexist in one model: NOP (value ratio < 0.2) and broadcast "
+                    "(normal value, rank-1 update)",
+                    "DINOv2-G: NOP cluster in early-to-mid layers, broadcast cluster (strict rank-1) deeper (§5, Fig. 6)",
+                    std::to_string(sinks) + " sink heads (score > 3/S) of " + std::to_string(pts.size()) +
+                        " (heads × layers × seeds): " + std::to_string(nop) + " NOP-like, " + std::to_string(bc) +
+                        " broadcast-like (value ratio ≥ 0.5, stable rank < 1.05); the other heads' median stable rank " +
+                        fixed(median, 2) + (rank_tells ? "" : " (rank 1 is no signature here: broadcast not counted)"),
+                    sinks == 0                        ? Verdict::Untestable
+                    : both_in_one                      ? Verdict::Reproduced
+                    : nop > 0 || bc > 0                ? Verdict::Partly
+                                                       : Verdict::Not,
+                    "per head of vanilla at the end; broadcast counted only where the other heads' median stable rank is "
+                    "≥ 1.5; both kinds in one seed: reproduced; one kind: partly; untestable without a sink head"});
+    }
+  }
+  // 2c. The hand-off (Fig. 4): CLS is the sink in the early sink layers, patches in the later
+  //     ones. Read from where vanilla's inflow peaks sit, over the layers whose sink score is
+  //     above 3/S (means over seeds).
+  if (S.has("vanilla")) {
+    const double level = 3.0 / double(S.seq("vanilla"));
+    std::vector<int64_t> sink_layers;
+    for (int64_t l = 0; l < S.s.layers; ++l)
+      if (S.mean("vanilla", experiment::Matrix::layer_metric(l, "sink")) > level) sink_layers.push_back(l);
+    std::string ours = "CLS share of the inflow peaks by layer:";
+    for (int64_t l = 0; l < S.s.layers; ++l)
+      ours += " " + fixed(S.mean("vanilla", experiment::Matrix::layer_metric(l, "inflow_cls")), 2);
+    Verdict v = Verdict::Untestable;
+    if (sink_layers.size() >= 2) {
+      const double first = S.mean("vanilla", experiment::Matrix::layer_metric(sink_layers.front(), "inflow_cls"));
+      const double last = S.mean("vanilla", experiment::Matrix::layer_metric(sink_layers.back(), "inflow_patch"));
+      ours += "; sink layers " + std::to_string(sink_layers.front() + 1) + ".." + std::to_string(sink_layers.back() + 1);
+      v = first > 0.5 && last > 0.5 ? Verdict::Reproduced : first > 0.5 || last > 0.5 ? Verdict::Partly : Verdict::Not;
+    } else {
+      ours += "; " + std::to_string(sink_layers.size()) + " layer(s) with a sink score above 3/S";
+    }
+    cl.push_back({"CLS is the sink in early layers and hands it to patch tokens in later ones (vanilla)",
+                  "DINOv2 L/G, OpenCLIP-L: a hand-off from [CLS] to patches across layers (Fig. 4)", ours, v,
+                  "over the layers with a sink score above 3/S: the first peaks on CLS and the last on patches for over "
+                  "half the (image, head) pairs: reproduced; one of the two: partly; untestable with fewer than two "
+                  "sink layers"});
+  }
   // 3. Gating + registers gives the best dense features.
   if (S.has("gated_registers")) {
     bool all_seeds = true, in_mean = true;
@@ -365,6 +460,45 @@ void figures(const Summary& S, const fs::path& out) {
     fig.heatmaps("cls_maps.png",
                  "layer " + std::to_string(S.s.layers) + ": CLS attention over the patches of probe image 0 (mean over heads)",
                  cls, {.x = "patch column", .y = "patch row"}, scale(cls));
+  }
+  // Every head at the end on the paper's two axes (Fig. 6): value ratio at its inflow tokens against
+  // the stable rank of its update; sink heads (score > 3/S) filled, the others open.
+  {
+    std::string csv = "variant_index,variant,seed,layer,head,sink,vratio,srank,is_sink\n";
+    std::vector<std::string> shown;
+    double xlo = 0.1, xhi = 2.0, yhi = 1.5;  // the ranges always show the NOP line (0.2) and rank 1 to 1.5
+    for (const auto& v : vs) {
+      const auto pts = head_points(S, v);
+      if (pts.empty()) continue;
+      shown.push_back(v);
+      for (const auto& x : pts) {
+        if (std::isfinite(x.vratio) && x.vratio > 0) xlo = std::min(xlo, x.vratio / 1.5), xhi = std::max(xhi, x.vratio * 1.5);
+        if (std::isfinite(x.srank)) yhi = std::max(yhi, x.srank * 1.05);
+      }
+      for (const auto& x : pts)
+        csv += std::to_string(shown.size() - 1) + "," + v + "," + std::to_string(x.seed) + "," + std::to_string(x.layer) + "," +
+               std::to_string(x.head) + "," + fixed(x.sink, 5) + "," + fixed(x.vratio, 5) + "," + fixed(x.srank, 5) + "," +
+               (x.is_sink ? "1" : "0") + "\n";
+    }
+    if (!shown.empty()) {
+      io::write_file_atomically(out / "heads.csv", csv);
+      std::string gp = "set terminal " + fig.terminal() + " size 900,600\nset output 'heads.png'\n"
+                       "set title 'every head at the end (all seeds): filled = sink head (score > 3/S); NOP: ratio < 0.2, "
+                       "broadcast: rank ≈ 1'\nset datafile separator ','\nset datafile columnheaders\nset grid\n"
+                       "set logscale x\nset xrange [" + fixed(xlo, 4) + ":" + fixed(xhi, 4) + "]\nset yrange [0.95:" + fixed(yhi, 3) +
+                       "]\nset xlabel 'value ratio at the inflow tokens'\nset ylabel 'stable rank of the head update'\n"
+                       "set key outside right font ',9'\nset arrow from 0.2, graph 0 to 0.2, graph 1 nohead dt 2 lc rgb 'gray'\nplot ";
+      for (std::size_t i = 0; i < shown.size(); ++i) {
+        const std::string sel = "(column('variant_index') == " + std::to_string(i) + " && column('is_sink') == ";
+        gp += std::string(i ? ", " : "") + "'heads.csv' using " + sel + "0 ? column('vratio') : 1/0):(column('srank')) "
+              "with points pt 6 ps 0.8 lc rgb '" + experiment::palette(i) + "' title '" + shown[i] + "', " +
+              "'heads.csv' using " + sel + "1 ? column('vratio') : 1/0):(column('srank')) with points pt 7 ps 1.3 lc rgb '" +
+              experiment::palette(i) + "' title '" + shown[i] + " (sink)'";
+      }
+      gp += "\nunset arrow\nunset logscale\nset autoscale xy\nunset datafile columnheaders\nunset xlabel\nunset ylabel\n"
+            "unset title\nset key default\n";
+      fig.script(gp, "heads.png");
+    }
   }
   // Per-layer measures: one panel each, a line per variant.
   fig.by_layer("by_layer.png", "final model, mean over seeds", S.s.layers,

@@ -55,6 +55,7 @@
 #include "sinklab/probe/attention_sink.hpp"
 #include "sinklab/probe/delta_logit.hpp"
 #include "sinklab/probe/gradients.hpp"
+#include "sinklab/probe/head_update_rank.hpp"
 #include "sinklab/probe/model_report.hpp"
 #include "sinklab/probe/outlier_stats.hpp"
 #include "sinklab/probe/report_log.hpp"

@@ -26,7 +26,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "vit_sinks --smoke failed with ${rc}")
 endif()
 expect_output_has("${out}" "built-in synthetic images" "### Claims" "gating removes NOP sinks" "registers host the broadcast"
-  "gating \\+ registers gives the best dense features" "classification accuracy roughly unchanged" "dense probe: patch accuracy")
+  "gating \\+ registers gives the best dense features" "classification accuracy roughly unchanged" "dense probe: patch accuracy"
+  "sink heads fall into two phenotypes" "CLS is the sink in early layers")
 expect_same_batches("${out}")
 list(LENGTH variants n_variants)
 expect_paired_starts("${out}" ${n_variants})
@@ -34,7 +35,7 @@ expect_paired_starts("${out}" ${n_variants})
 # 4. Run directories: finite final metrics for every run (the gate only where there is one, the
 #    register measures everywhere), and the attention maps of the final model.
 set(metrics test_acc test_loss dense_acc dense_miou sink inflow inflow_cls inflow_patch inflow_reg cls_mass reg_mass
-    vratio srank L0_sink L0_vratio L1_srank L1_inflow parameters)
+    vratio srank L0_sink L0_vratio L1_srank L1_inflow parameters L0_h0_sink L0_h1_vratio L1_h0_srank L1_h1_srank)
 foreach(v IN LISTS variants)
   set(dir "${OUT}/run/runs/${v}/seed0")
   expect_run_files("${dir}")
@@ -71,7 +72,13 @@ list(LENGTH rows n_rows)
 if(NOT n_rows EQUAL 4)
   message(FATAL_ERROR "vanilla cls_L0.dat has ${n_rows} rows, expected 4")
 endif()
-foreach(file summary.md run.json by_layer.csv miou_bars.csv plots.gp dynamics_vanilla.csv dynamics_gated_registers.csv)
+# Every head of every run on the phenotype axes: 4 variants x 2 layers x 2 heads, and a header.
+file(STRINGS "${OUT}/run/heads.csv" rows)
+list(LENGTH rows n_rows)
+if(NOT n_rows EQUAL 17)
+  message(FATAL_ERROR "heads.csv has ${n_rows} lines, expected 17 (a header and 16 heads)")
+endif()
+foreach(file summary.md run.json by_layer.csv miou_bars.csv plots.gp heads.csv dynamics_vanilla.csv dynamics_gated_registers.csv)
   if(NOT EXISTS "${OUT}/run/${file}")
     message(FATAL_ERROR "missing ${OUT}/run/${file}")
   endif()
