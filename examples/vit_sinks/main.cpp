@@ -354,7 +354,8 @@ std::string claims(const Summary& S) {
     if (sink_layers.size() >= 2) {
       const double first = S.mean("vanilla", experiment::Matrix::layer_metric(sink_layers.front(), "inflow_cls"));
       const double last = S.mean("vanilla", experiment::Matrix::layer_metric(sink_layers.back(), "inflow_patch"));
-      ours += "; sink layers " + std::to_string(sink_layers.front() + 1) + ".." + std::to_string(sink_layers.back() + 1);
+      ours += "; sink score above 3/S in layers";
+      for (std::size_t i = 0; i < sink_layers.size(); ++i) ours += (i ? ", " : " ") + std::to_string(sink_layers[i] + 1);
       // Patches late is the default; the hand-off needs CLS first.
       v = first <= 0.5 ? Verdict::Not : last > 0.5 ? Verdict::Reproduced : Verdict::Partly;
     } else {
