@@ -313,7 +313,8 @@ std::string claims(const Summary& S) {
       for (const auto& x : pts)
         if (!x.is_sink) other_rank.push_back(x.srank);
       std::sort(other_rank.begin(), other_rank.end());
-      const double median = other_rank.empty() ? NAN : other_rank[other_rank.size() / 2];
+      const std::size_t n = other_rank.size();
+      const double median = n == 0 ? NAN : (other_rank[(n - 1) / 2] + other_rank[n / 2]) / 2;
       // Rank < 1.05 marks a head only where three quarters of the ordinary heads lie above 1.1.
       const bool rank_tells = !other_rank.empty() && other_rank[other_rank.size() / 4] >= 1.1;
       for (const auto seed : S.m.seeds()) {
