@@ -299,9 +299,7 @@ std::string claims(const Summary& S) {
                       std::to_string(S.steps) + " steps, a full schedule) reaches the base model's final loss",
                   x.core == "exoformer_dyn" ? std::string("1.84× fewer tokens") : std::string("—"),
                   fixed(S.mean(v, "val_loss"), 3) + " vs " + fixed(S.mean("base", "val_loss"), 3) + "; Δ loss " + d.str(),
-                  d.sign() < 0 ? Verdict::Reproduced : d.sign() > 0 ? Verdict::Not : Verdict::Inconclusive,
-                  "below the base in every seed with |mean| ≥ sd: reproduced; above likewise: not reproduced; "
-                  "otherwise inconclusive"});
+                  order_verdict(d), ordering});
   }
   // 2. The sink: the base model forms one; gating and mixing remove it (paper, Table 2).
   const double uni = probe::uniform_first_key_attention(S.s.seq_len);
