@@ -316,12 +316,12 @@ std::string claims(const Summary& S) {
       const std::size_t n = other_rank.size();
       const double median = n == 0 ? NAN : (other_rank[(n - 1) / 2] + other_rank[n / 2]) / 2;
       // Rank < 1.05 marks a head only where three quarters of the ordinary heads lie above 1.1.
-      const bool rank_tells = !other_rank.empty() && other_rank[other_rank.size() / 4] >= 1.1;
+      const bool rank_tells = n > 0 && other_rank[n / 4] >= 1.1;
       for (const auto seed : S.m.seeds()) {
-        bool n = false, b = false;
+        bool has_nop = false, has_broadcast = false;
         for (const auto& x : pts)
-          if (x.seed == seed) n |= x.nop(), b |= rank_tells && x.broadcast();
-        both_in_one |= n && b;
+          if (x.seed == seed) has_nop |= x.nop(), has_broadcast |= rank_tells && x.broadcast();
+        both_in_one |= has_nop && has_broadcast;
       }
       for (const auto& x : pts) sinks += x.is_sink, nop += x.nop(), bc += rank_tells && x.broadcast();
       cl.push_back({"sink heads fall into two phenotypes that coexist in one model: NOP (value ratio < 0.2) and broadcast "
