@@ -187,7 +187,9 @@ std::vector<HeadPoint> head_points(const Summary& S, const std::string& v) {
     if (r->diverged) continue;
     for (int64_t l = 0; l < S.s.layers; ++l)
       for (int64_t h = 0; h < S.s.heads; ++h) {
-        const std::string p = experiment::Matrix::layer_metric(l, "h" + std::to_string(h) + "_");
+        std::string head = "h";  // appended, not "h" + …: GCC 12 warns falsely on that (-Wrestrict, PR 105329)
+        head += std::to_string(h) + "_";
+        const std::string p = experiment::Matrix::layer_metric(l, head);
         HeadPoint x{v, r->seed, l, h, r->metric(p + "sink"), r->metric(p + "vratio"), r->metric(p + "srank")};
         if (!std::isfinite(x.sink)) continue;  // a run from before the per-head measures
         x.is_sink = x.sink > level;
