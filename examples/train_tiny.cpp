@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/cli_checks.hpp"
+#include "common/error_line.hpp"
 #include "sinklab/autodiff/autodiff.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/dist/data_parallel.hpp"
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
     sinklab::autodiff::CheckFinite guard;
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_tiny: %s\n", e.what());
+    examples::print_error("train_tiny", e);
     sinklab::dist::end_all_ranks_on_error(1);
     return 1;
   }

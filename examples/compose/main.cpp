@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../common/cli_checks.hpp"
+#include "../common/error_line.hpp"
 #include "compose.hpp"
 #include "sinklab/autodiff/tape.hpp"
 #include "sinklab/core/error.hpp"
@@ -153,7 +154,7 @@ int main(int argc, char** argv) {
     sinklab::autodiff::CheckFinite guard;
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "compose: %s\n", e.what());
+    examples::print_error("compose", e);
     sinklab::dist::end_all_ranks_on_error(1);
     return 1;
   }

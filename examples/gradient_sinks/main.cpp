@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/error_line.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
@@ -484,7 +485,7 @@ int main(int argc, char** argv) {
     if (s.plots) figures(S, m.out());
     if (!complete) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradient_sinks: %s\n", e.what());
+    examples::print_error("gradient_sinks", e);
     return 1;
   }
   return 0;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "../common/sentences.hpp"
+#include "../common/error_line.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
@@ -666,7 +667,7 @@ int main(int argc, char** argv) {
     if (s.plots) figures(S, m.out());
     if (!complete) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "outlier_rescaling: %s\n", e.what());
+    examples::print_error("outlier_rescaling", e);
     return 1;
   }
   return 0;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_line.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/sentences.hpp"
@@ -766,7 +767,7 @@ int main(int argc, char** argv) {
     if (s.plots) figures(S, m.out());
     if (!complete) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sink_atlas: %s\n", e.what());
+    examples::print_error("sink_atlas", e);
     return 1;
   }
   return 0;

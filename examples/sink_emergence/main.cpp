@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_line.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/probe_keys.hpp"
@@ -311,8 +312,7 @@ int main(int argc, char** argv) {
     if (s.plots) figures(S, m.out());
     if (!complete) return 130;
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::fprintf(stderr, "%s%s\n", what.rfind("sink_emergence:", 0) == 0 ? "" : "sink_emergence: ", what.c_str());
+    examples::print_error("sink_emergence", e);
     return 1;
   }
   return 0;

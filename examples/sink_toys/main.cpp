@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../common/cli_checks.hpp"
+#include "../common/error_line.hpp"
 #include "../common/optim_flags.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/io/files.hpp"
@@ -666,7 +667,7 @@ int main(int argc, char** argv) {
     if (s.plots && !S.parts.empty()) figures(S, out);
     if (!complete) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sink_toys: %s\n", e.what());
+    examples::print_error("sink_toys", e);
     return 1;
   }
   return 0;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/error_line.hpp"
 #include "../common/optim_flags.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/data/brown.hpp"
@@ -453,7 +454,7 @@ int main(int argc, char** argv) {
     std::printf("outputs in %s\n", matrix.out().string().c_str());
     if (matrix.interrupted()) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vga_bigram_backcopy: %s\n", e.what());
+    examples::print_error("vga_bigram_backcopy", e);
     return 1;
   }
   return 0;

@@ -68,6 +68,7 @@
 #include <vector>
 
 #include "../common/cli_checks.hpp"
+#include "../common/error_line.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/sink_preset.hpp"
@@ -509,7 +510,7 @@ int main(int argc, char** argv) {
     std::printf("\nsummary (mean ± sd over seeds):\n%s\nwritten: %s\n", text.c_str(),
                 (fs::path(flags.out) / "summary.md").string().c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vga_lm: %s\n", e.what());
+    examples::print_error("vga_lm", e);
     return 1;
   }
   return 0;

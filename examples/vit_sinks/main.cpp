@@ -32,6 +32,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/error_line.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
 #include "sinklab/core/parallel.hpp"
@@ -656,7 +657,7 @@ int main(int argc, char** argv) {
     if (s.plots) figures(S, m.out());
     if (!complete) return 130;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vit_sinks: %s\n", e.what());
+    examples::print_error("vit_sinks", e);
     return 1;
   }
   return 0;
