@@ -532,7 +532,8 @@ void figures(const Summary& S, const fs::path& out) {
       csv += "\"" + v + "\"";
       for (int64_t i = 0; i < S.s.layers; ++i) {
         const double x = S.layer_max(v, i).mean;
-        csv += "," + (std::isfinite(x) ? fixed(x, 4) : std::string("NaN"));
+        csv += ',';  // appended, not "," + …: GCC 12 warns falsely on that (-Wrestrict, PR 105329)
+        csv += std::isfinite(x) ? fixed(x, 4) : std::string("NaN");
         if (std::isfinite(x) && x > 0) lowest = std::min(lowest, x);
       }
       csv += "\n";
