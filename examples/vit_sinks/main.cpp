@@ -127,6 +127,8 @@ struct Summary : examples::StudySummary<Settings> {
   int64_t tokens = 0;  // S: CLS + patches (+ registers where a variant has them, added per variant)
 
   int64_t seq(const std::string& v) const { return tokens + (parse_variant(v).registers ? s.registers : 0); }
+  // A sink, by every claim here: a sink score (or peak column mass) above three times uniform.
+  double sink_level(const std::string& v) const { return 3.0 / double(seq(v)); }
 };
 
 std::string tables(const Summary& S) {
@@ -183,7 +185,7 @@ struct HeadPoint {
 
 std::vector<HeadPoint> head_points(const Summary& S, const std::string& v) {
   std::vector<HeadPoint> out;
-  const double level = 3.0 / double(S.seq(v));
+  const double level = S.sink_level(v);
   for (const auto* r : S.m.of(v)) {
     if (r->diverged) continue;
     for (int64_t l = 0; l < S.s.layers; ++l)
@@ -213,7 +215,7 @@ std::string claims(const Summary& S) {
     std::vector<int64_t> nop;
     for (int64_t l = 0; l < S.s.layers; ++l) {
       const std::string p = experiment::Matrix::layer_metric(l, "");
-      if (S.mean("vanilla", p + "sink") > 3 * uni && S.mean("vanilla", p + "vratio") < 0.2) nop.push_back(l);
+      if (S.mean("vanilla", p + "sink") > S.sink_level("vanilla") && S.mean("vanilla", p + "vratio") < 0.2) nop.push_back(l);
     }
     std::string layers;
     for (auto l : nop) layers += (layers.empty() ? "" : ", ") + std::to_string(l + 1);
@@ -274,7 +276,7 @@ std::string claims(const Summary& S) {
       sink_best = std::max(sink_best, S.mean("vanilla", experiment::Matrix::layer_metric(l, "sink")));
     }
   }
-  const double hub_level = S.has("vanilla") ? 3.0 / double(S.seq("vanilla")) : NAN;
+  const double hub_level = S.has("vanilla") ? S.sink_level("vanilla") : NAN;
   const bool has_sink = sink_best > hub_level && hub > hub_level;
   const std::string no_sink = has_sink ? std::string()
                                        : "; untestable here: vanilla formed no sink for the registers to host (sink "
@@ -347,7 +349,7 @@ std::string claims(const Summary& S) {
   //     ones. Read from where vanilla's inflow peaks sit, over the layers whose sink score is
   //     above 3/S (means over seeds).
   if (S.has("vanilla")) {
-    const double level = 3.0 / double(S.seq("vanilla"));
+    const double level = S.sink_level("vanilla");
     std::vector<int64_t> sink_layers;
     for (int64_t l = 0; l < S.s.layers; ++l)
       if (S.mean("vanilla", experiment::Matrix::layer_metric(l, "sink")) > level) sink_layers.push_back(l);
