@@ -129,6 +129,8 @@ def architecture(metadata, where="checkpoint"):
         base = arch.get(key + ".base") if kind == "GatedNorm" else kind
         if not (base in NORMS or (key == "attn.qk_norm" and kind == "none")):
             raise ValueError(f"{where}: {key} = '{kind}'; this script builds {sorted(NORMS)} and GatedNorm over them")
+    if arch.get("block", "pre_norm") != "pre_norm":
+        raise ValueError(f"{where}: block = '{arch['block']}'; this script builds pre-norm blocks only")
     if float(arch["residual_clip"]) < 0:
         raise ValueError(f"{where}: residual_clip = {arch['residual_clip']} must be >= 0")
     return arch

@@ -167,6 +167,7 @@ TEST_CASE("a checkpoint describes its model; a load into a different one names e
   CHECK(f.metadata().at("sinklab.model.heads") == "2");
   CHECK(f.metadata().at("sinklab.model.ffn.hidden") == std::to_string(ffn::glu_hidden(16)));
   CHECK(f.metadata().at("step") == "3");
+  CHECK(f.metadata().count("sinklab.model.block") == 0);  // pre-norm: the key older checkpoints lack
 
   using Enc = attn::Attention<score::Softmax, gate::None, value::Identity, mask::Bidirectional>;
   using V = nn::ViT<nn::PreNorm<norm::LayerNorm>, Enc, ffn::GeluMLP, tokens::Registers>;
@@ -196,6 +197,13 @@ TEST_CASE("a checkpoint describes its model; a load into a different one names e
     CHECK(snapshot(b) == before);
     io::load_parameters(b, dir / "a.safetensors", {.check_architecture = false});
     CHECK(snapshot(b) == snapshot(a));
+  }
+  SUBCASE("same tensors, the post-norm layout: refused") {
+    using PostPlain = nn::Transformer<nn::PostNorm<norm::RMS>, attn::Attention<>, ffn::SwiGLU>;
+    PostPlain::Module<float> b("", small(), r2);
+    CHECK(b.architecture().at("block") == "post_norm");
+    CHECK_THROWS_WITH_AS(io::load_parameters(b, dir / "a.safetensors"),
+                         doctest::Contains("architecture block: file <absent>, model 'post_norm'"), Error);
   }
   SUBCASE("same tensors, another setting") {
     auto c = small();

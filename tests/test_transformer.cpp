@@ -2,6 +2,8 @@
 // a probe that sees every layer, and training on a repetitive sequence.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "model_testing.hpp"
 #include "sinklab/nn/transformer.hpp"
 #include "sinklab/optim/adamw.hpp"
@@ -115,6 +117,53 @@ TEST_CASE("models of the five papers are a few using-lines each, and their gradi
                                 ffn::GeluMLP, pos::Learned>;
     check_model<Enc>(tiny(), 12);
   }
+  SUBCASE("post-norm (BERT's layout) encoder") {
+    using PostLN = nn::Transformer<nn::PostNorm<norm::LayerNorm>,
+                                   attn::Attention<score::Softmax, None, value::Identity, mask::Bidirectional>,
+                                   ffn::GeluMLP, pos::Learned>;
+    check_model<PostLN>(tiny(), 13);
+  }
+}
+
+TEST_CASE("a post-norm block normalises the residual sums; its branches read the stream unnormalised") {
+  using Attn = attn::Attention<score::Softmax, None, value::Identity, mask::Bidirectional>;
+  using Post = nn::Transformer<nn::PostNorm<norm::LayerNorm>, Attn, ffn::GeluMLP, pos::Learned>;
+  using Pre = nn::Transformer<nn::PreNorm<norm::LayerNorm>, Attn, ffn::GeluMLP, pos::Learned>;
+  auto cfg = tiny();
+  Rng r1(4), r2(4);
+  Post::Module<double> post("", cfg, r1);
+  Pre::Module<double> pre("", cfg, r2);
+  model_test::randomise(post, 5);
+  model_test::randomise(pre, 5);  // the same names, shapes and values: only the layout differs
+  auto ids = Tensor<int32_t>::from({1, 5}, {1, 2, 3, 4, 5});
+  nn::ModelProbe<double> pp, qp;
+  Tape<double> t;
+  post.logits(t, ids, &pp);
+  pre.logits(t, ids, &qp);
+  REQUIRE(pp.layers.size() == 2);
+  for (auto& l : pp.layers) {
+    CHECK(l.attn_in.to_vector() == l.input.to_vector());  // no norm before the branch
+    CHECK(l.ffn_in.to_vector() == l.mid.to_vector());
+  }
+  // mid = LayerNorm(input + attn_out) with layer 0's attn_norm: each token's row has the norm's
+  // mean (its shift) and unit variance before the scale, checked by recomputing it.
+  const auto& l0 = pp.layers[0];
+  const auto& g = post.layers[0].attn_norm.weight.value;
+  const auto& b = post.layers[0].attn_norm.bias.value;
+  const int64_t D = cfg.d_model;
+  for (int64_t tk = 0; tk < 5; ++tk) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < D; ++c) mean += l0.input(0, tk, c) + l0.attn_out(0, tk, c);
+    mean /= double(D);
+    for (int64_t c = 0; c < D; ++c) var += std::pow(l0.input(0, tk, c) + l0.attn_out(0, tk, c) - mean, 2);
+    var /= double(D);
+    for (int64_t c = 0; c < D; ++c) {
+      const double x = (l0.input(0, tk, c) + l0.attn_out(0, tk, c) - mean) / std::sqrt(var + post.layers[0].attn_norm.eps);
+      CHECK(l0.mid(0, tk, c) == doctest::Approx(x * g(c) + b(c)).epsilon(1e-9));
+    }
+  }
+  // The pre-norm model with the same weights computes something else.
+  CHECK(pp.final_hidden.to_vector() != qp.final_hidden.to_vector());
 }
 
 TEST_CASE("a model probe sees every layer's attention, residual stream and gradients") {

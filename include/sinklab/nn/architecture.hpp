@@ -88,9 +88,11 @@ void describe_attention(Architecture& a, const M& m) {
 }
 
 // A block stack's pieces, read off its first layer (every layer has the same policies): the
-// norm, the attention, the feed-forward and the mixing across layers.
+// layout, the norm, the attention, the feed-forward and the mixing across layers. The layout is
+// written only when it is not pre-norm, so checkpoints saved before post-norm existed still load.
 template <class Block, class Attn, class FFN, class Mix, class Layer>
 void describe_blocks(Architecture& a, const Layer& l0) {
+  if constexpr (Block::post_norm) a["block"] = Block::name;
   describe_norm<typename Block::norm_policy>(a, "norm", l0.attn_norm);
   describe_attention<Attn>(a, l0.attn);
   a["ffn"] = FFN::name;

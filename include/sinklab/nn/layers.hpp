@@ -1,5 +1,6 @@
-// The pieces every model is built from: the block layout (nn::PreNorm), one pre-norm block
-// (nn::Layer: h ← h + attn(norm(h)); h ← h + ffn(norm(h))), the stack of blocks with the
+// The pieces every model is built from: the block layout (nn::PreNorm, nn::PostNorm), one block
+// (nn::Layer: pre-norm h ← h + attn(norm(h)); h ← h + ffn(norm(h)), or post-norm as the original
+// Transformer and BERT, h ← norm(h + attn(h)); h ← norm(h + ffn(h))), the stack of blocks with the
 // anchor mixing across them (nn::LayerStack), and what a ModelProbe records per layer.
 // nn::Transformer and nn::ViT put embeddings before the stack and a head after it.
 #pragma once
@@ -23,12 +24,21 @@ namespace sinklab::nn {
 using autodiff::Tape;
 using autodiff::Var;
 
-// The block layout policy: normalise each branch's input (pre-norm), with this norm.
-template <class Norm>
-struct PreNorm {
-  static_assert(norm::is_policy_v<Norm>, "nn::PreNorm<Norm>: Norm must be a sinklab::norm policy");
+// The block layout policies: normalise each branch's input (pre-norm, today's LLMs), or the
+// residual sum after each branch (post-norm: Vaswani et al., BERT, the models of Bondarenko et
+// al.'s outlier study). Every norm of a model is of the policy Norm; a post-norm model's stream
+// is the norms' output, so its final norm (kept, as BERT's MLM head has one) sees normalised input.
+template <class Norm, bool Post>
+struct BlockLayout {
+  static_assert(norm::is_policy_v<Norm>, "nn::PreNorm<Norm> / nn::PostNorm<Norm>: Norm must be a sinklab::norm policy");
   using norm_policy = Norm;
+  static constexpr bool post_norm = Post;
+  static constexpr const char* name = Post ? "post_norm" : "pre_norm";
 };
+template <class Norm>
+using PreNorm = BlockLayout<Norm, false>;
+template <class Norm>
+using PostNorm = BlockLayout<Norm, true>;
 
 struct ModelConfig {
   int64_t vocab = 256;
@@ -74,12 +84,12 @@ template <class T, class Device = cpu>
 struct LayerRecord {
   autodiff::AttentionRecorder<T, Device> attn;
   Tensor<T, Device> input;     // h, the residual stream entering the layer
-  Tensor<T, Device> attn_in;   // h̃ = norm(h), the attention's input
+  Tensor<T, Device> attn_in;   // h̃ = norm(h), the attention's input (post-norm: h)
   Tensor<T, Device> attn_out;  // the attention branch's output (its update to the stream)
-  Tensor<T, Device> mid;       // h + attn_out (after clipping, if any)
-  Tensor<T, Device> ffn_in;    // norm(mid)
+  Tensor<T, Device> mid;       // h + attn_out (after clipping, if any; post-norm: norm of it)
+  Tensor<T, Device> ffn_in;    // norm(mid) (post-norm: mid)
   Tensor<T, Device> ffn_out;   // the FFN branch's output
-  Tensor<T, Device> output;    // the residual stream leaving the layer
+  Tensor<T, Device> output;    // the residual stream leaving the layer (post-norm: norm(mid + ffn_out))
   Tensor<T, Device> grad_input, grad_attn_in, grad_attn_out, grad_mid, grad_ffn_in, grad_ffn_out, grad_output;
 };
 
@@ -117,6 +127,8 @@ struct Layer {
           after_ffn(join_name(prefix, "residual.ffn")) {}
 
     // `mixing` runs between the attention's projection and its core (attn::Attention::forward).
+    // The residual-stream points (after_attn, after_ffn) are the stream itself: the sums in a
+    // pre-norm block, the norms' outputs in a post-norm one.
     template <class Mixing = ::sinklab::attn::NoMixing>
     Var<T, Device> forward(Tape<T, Device>& tape, Var<T, Device> h, const ::sinklab::attn::Extras<T, Device>& extras,
                            LayerRecord<T, Device>* rec, bool grads, Mixing&& mixing = {}) {
@@ -128,18 +140,33 @@ struct Layer {
           v.register_hook([rec, grad](Tensor<T, Device>& g) { (*rec).*grad = g.clone(); });
       };
       using autodiff::profile::Label;
+      // The layout: a branch's input (pre-norm: normalised), and the stream after its residual
+      // sum (post-norm: normalised), which is the named stream point.
+      auto norm_in = [&](auto& norm, Var<T, Device> x, const char* label) {
+        if constexpr (Block::post_norm) return x;
+        else return (Label(label), norm(tape, x));
+      };
+      auto residual = [&](auto& norm, Var<T, Device> x, Var<T, Device> branch, const char* label,
+                          const std::string& point) {
+        if constexpr (Block::post_norm) {
+          Var<T, Device> sum = (Label("residual"), clip(x + branch));
+          return stream_point(tape, (Label(label), norm(tape, sum)), point);
+        } else {
+          return stream_point(tape, (Label("residual"), clip(x + branch)), point);
+        }
+      };
       watch(h, &LayerRecord<T, Device>::input, &LayerRecord<T, Device>::grad_input);
-      Var<T, Device> a_in = (Label("attn_norm"), attn_norm(tape, h));
+      Var<T, Device> a_in = norm_in(attn_norm, h, "attn_norm");
       watch(a_in, &LayerRecord<T, Device>::attn_in, &LayerRecord<T, Device>::grad_attn_in);
       Var<T, Device> a = (Label("attn"), attn.forward(tape, a_in, extras, mixing));
       watch(a, &LayerRecord<T, Device>::attn_out, &LayerRecord<T, Device>::grad_attn_out);
-      Var<T, Device> mid = stream_point(tape, (Label("residual"), clip(h + a)), after_attn);
+      Var<T, Device> mid = residual(attn_norm, h, a, "attn_norm", after_attn);
       watch(mid, &LayerRecord<T, Device>::mid, &LayerRecord<T, Device>::grad_mid);
-      Var<T, Device> f_in = (Label("ffn_norm"), ffn_norm(tape, mid));
+      Var<T, Device> f_in = norm_in(ffn_norm, mid, "ffn_norm");
       watch(f_in, &LayerRecord<T, Device>::ffn_in, &LayerRecord<T, Device>::grad_ffn_in);
       Var<T, Device> f = (Label("ffn"), ffn(tape, f_in));
       watch(f, &LayerRecord<T, Device>::ffn_out, &LayerRecord<T, Device>::grad_ffn_out);
-      Var<T, Device> out = stream_point(tape, (Label("residual"), clip(mid + f)), after_ffn);
+      Var<T, Device> out = residual(ffn_norm, mid, f, "ffn_norm", after_ffn);
       watch(out, &LayerRecord<T, Device>::output, &LayerRecord<T, Device>::grad_output);
       return out;
     }
