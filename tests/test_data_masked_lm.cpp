@@ -82,6 +82,37 @@ TEST_CASE("masked_lm: every row gets a target, even at tiny T") {
   }
 }
 
+TEST_CASE("masked_lm: special ids below first_selectable_id ([SEP]) are never selected, and the stream is unchanged") {
+  const data::MaskedLmOptions all{.mask_id = 1, .vocab = 50, .random_lo = 3, .first_maskable = 1};
+  data::MaskedLmOptions words = all;
+  words.first_selectable_id = 3;
+  Tensor<int32_t> ids = ramp_ids(64, 16, 3, 50);
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t t = 4; t < 16; t += 5) ids(r, t) = 2;  // a [SEP] every five tokens
+  Rng r1(9), r2(9);
+  const auto a = data::mask_tokens(ids, r1, all), b = data::mask_tokens(ids, r2, words);
+  CHECK(r1.counter() == r2.counter());
+  int64_t sep_selected = 0, kept_same = 0, word_selected = 0;
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t t = 0; t < 16; ++t) {
+      if (ids(r, t) == 2) {
+        CHECK(b.y(r, t) == -100);
+        CHECK(b.x(r, t) == 2);
+        sep_selected += a.y(r, t) != -100;
+      } else if (a.y(r, t) != -100) {
+        ++word_selected;
+        kept_same += b.y(r, t) == a.y(r, t) && b.x(r, t) == a.x(r, t);
+      }
+    }
+  CHECK(sep_selected > 0);                // without the option they are selected as any word is
+  CHECK(kept_same == word_selected);  // the words' selections are the same draws
+  // A row whose only maskable tokens are specials has nothing to predict.
+  Tensor<int32_t> seps = Tensor<int32_t>::full({1, 4}, 2);
+  seps(0, 0) = 0;
+  Rng r3(1);
+  CHECK_THROWS_WITH_AS(data::mask_tokens(seps, r3, words), doctest::Contains("nothing to predict"), Error);
+}
+
 TEST_CASE("masked_lm: bad options and ids are refused with the reason") {
   const Tensor<int32_t> ids = ramp_ids(2, 8, 0, 10);
   Rng rng(0);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "sinklab/data/brown.hpp"
@@ -149,6 +150,25 @@ TEST_CASE("word_lm: a seeded split, a training-only vocabulary above the special
                                                 5, 6, 7, 8, 9, 10, 11, 5, 6, 7, 8, 9, 10, 11});
   CHECK_THROWS_WITH_AS(data::sample_lm_windows(stream, rng, 1, 8, 0), doctest::Contains("fewer than one window"), Error);
   CHECK_THROWS_WITH_AS(data::make_word_lm({"a", "b"}), doctest::Contains("at least 10"), Error);
+}
+
+TEST_CASE("word_lm: a sentence-end special follows every sentence in both streams") {
+  std::vector<std::string> sentences;
+  for (int i = 0; i < 40; ++i) sentences.push_back(i % 2 ? "The cat sat ." : "A dog");
+  const data::WordLmCorpus plain = data::make_word_lm(sentences, {.vocab = 16, .specials = 3, .validation_fraction = 0.25});
+  const data::WordLmCorpus sep =
+      data::make_word_lm(sentences, {.vocab = 16, .specials = 3, .validation_fraction = 0.25, .sentence_end = 2});
+  CHECK(sep.train.size() == plain.train.size() + 30);
+  CHECK(sep.validation.size() == plain.validation.size() + 10);
+  CHECK(std::count(sep.train.begin(), sep.train.end(), 2) == 30);
+  CHECK(sep.train.back() == 2);
+  std::vector<int32_t> words;  // without the ends, the same stream
+  std::copy_if(sep.train.begin(), sep.train.end(), std::back_inserter(words), [](int32_t i) { return i != 2; });
+  CHECK(words == plain.train);
+  for (std::size_t i = 0; i + 1 < sep.train.size(); ++i)  // every sentence has words
+    if (sep.train[i + 1] == 2) CHECK(sep.train[i] != 2);
+  CHECK_THROWS_WITH_AS(data::make_word_lm(sentences, {.vocab = 16, .specials = 2, .sentence_end = 2}),
+                       doctest::Contains("sentence_end 2 must be one of the 2 special ids"), Error);
 }
 
 TEST_CASE("word_lm: windows without a first token are plain text and never start at 0") {

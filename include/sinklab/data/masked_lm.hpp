@@ -4,14 +4,16 @@
 //   data::TokenBatch b = data::mask_tokens(ids, rng, opt);   // b.x corrupted, b.y targets
 //   auto loss = model.loss(tape, b.x, b.y);                  // ignore_index −100 by default
 //
-// Every maskable position (t >= first_maskable) is selected with probability `select` (15%);
+// Every maskable position (t >= first_maskable, holding an id >= first_selectable_id: BERT never
+// predicts its [CLS] and [SEP]) is selected with probability `select` (15%);
 // a selected token becomes [MASK] with probability `mask` (80%), a uniformly random token from
 // [random_lo, vocab) with probability `random` (10%), and stays as it is otherwise (10%).
 // Targets: the original token at selected positions, ignore_index everywhere else, so the
 // loss (and exp(loss), the MLM perplexity) covers the selected positions only. A row in which
-// no position was selected gets one selected position drawn uniformly (a row must always
-// contribute a target, also at tiny T). Deterministic: a pure function of the ids and the
-// Rng's state; the Rng advances by the same count for any ids of the same shape.
+// no position was selected gets one selected position drawn uniformly, or the next selectable
+// one after it (a row must always contribute a target, also at tiny T). Deterministic: a pure
+// function of the ids and the Rng's state; the Rng advances by the same count for any ids of the
+// same shape.
 #pragma once
 #include <cstdint>
 
@@ -27,6 +29,7 @@ struct MaskedLmOptions {
   int64_t vocab = 0;            // ids are in [0, vocab) (required)
   int32_t random_lo = 0;        // random replacements are drawn from [random_lo, vocab) (skip special ids)
   int64_t first_maskable = 0;   // positions before this are never selected (e.g. a [CLS] at 0)
+  int32_t first_selectable_id = 0;  // tokens with smaller ids (specials such as [SEP]) are never selected
   double select = 0.15;         // fraction of positions selected for prediction
   double mask = 0.8;            // of the selected: replaced by [MASK]
   double random = 0.1;          // of the selected: replaced by a random token (the rest are kept)
@@ -72,14 +75,20 @@ inline TokenBatch mask_tokens(const Tensor<int32_t>& ids, Rng& rng, const Masked
       // Three draws per position whatever is chosen, so the stream advances by a fixed count.
       const double sel = rng.uniform(), u = rng.uniform();
       const uint64_t pick = rng.next_u64();
-      if (t < o.first_maskable || sel >= o.select) continue;
+      if (t < o.first_maskable || sel >= o.select || in[t] < o.first_selectable_id) continue;
       corrupt(t, u, pick);
       any = true;
     }
-    const int64_t t = o.first_maskable + static_cast<int64_t>(rng.next_u64() % uint64_t(T - o.first_maskable));
+    const int64_t n = T - o.first_maskable;
+    const int64_t drawn = static_cast<int64_t>(rng.next_u64() % uint64_t(n));
     const double u = rng.uniform();
     const uint64_t pick = rng.next_u64();
-    if (!any) corrupt(t, u, pick);
+    if (any) continue;
+    int64_t k = 0;
+    while (k < n && in[o.first_maskable + (drawn + k) % n] < o.first_selectable_id) ++k;
+    SINKLAB_CHECK(k < n, "data::mask_tokens: row ", r, " holds no token with an id >= first_selectable_id ",
+                  o.first_selectable_id, " at positions >= ", o.first_maskable, ", so it has nothing to predict");
+    corrupt(o.first_maskable + (drawn + k) % n, u, pick);
   }
   return b;
 }

@@ -33,6 +33,10 @@ struct WordLmOptions {
   int32_t specials = 1;                  // ids reserved below the words (BOS, [MASK], ...)
   double validation_fraction = 0.1;      // of the sentences
   uint64_t split_seed = 1234;
+  // >= 0: this id, one of the specials, follows every sentence in both streams (BERT's [SEP]:
+  // a token of no content at every boundary, where Bondarenko et al. find BERT's no-op heads
+  // and outliers); -1: the sentences run together.
+  int32_t sentence_end = -1;
 };
 
 struct WordLmCorpus {
@@ -56,6 +60,8 @@ inline WordLmCorpus make_word_lm(const std::vector<std::string>& sentences, cons
                 " non-empty lines; at least 10 are needed for a train/validation split");
   SINKLAB_CHECK(o.specials >= 0 && o.vocab > o.specials + 1, "data::make_word_lm: vocab ", o.vocab,
                 " leaves no room for words after ", o.specials, " special ids and <unk>");
+  SINKLAB_CHECK(o.sentence_end < o.specials && o.sentence_end >= -1, "data::make_word_lm: sentence_end ",
+                o.sentence_end, " must be one of the ", o.specials, " special ids [0, ", o.specials, ") or -1 (none)");
   const SplitIndices split = split_indices(static_cast<int64_t>(sentences.size()), o.validation_fraction, o.split_seed);
   auto join = [&](const std::vector<int64_t>& idx) {
     std::string t;
@@ -75,8 +81,21 @@ inline WordLmCorpus make_word_lm(const std::vector<std::string>& sentences, cons
     for (auto& i : ids) i += o.specials;
     return ids;
   };
-  c.train = encode(train_text);
-  c.validation = encode(val_text);
+  // With a sentence end, sentence by sentence (the same words as the whole text: lines split words).
+  auto encode_sentences = [&](const std::string& t) {
+    if (o.sentence_end < 0) return encode(t);
+    std::vector<int32_t> ids;
+    std::istringstream in(t);
+    std::string line;
+    while (std::getline(in, line)) {
+      const std::vector<int32_t> words = encode(line);
+      ids.insert(ids.end(), words.begin(), words.end());
+      ids.push_back(o.sentence_end);
+    }
+    return ids;
+  };
+  c.train = encode_sentences(train_text);
+  c.validation = encode_sentences(val_text);
   const auto unk = std::count(c.validation.begin(), c.validation.end(), o.specials + WordTokenizer::kUnk);
   c.unk_rate = c.validation.empty() ? 0.0 : double(unk) / double(c.validation.size());
   return c;
