@@ -251,6 +251,11 @@ TEST_CASE("Matrix: paired runs see the same batches; a killed run resumes to the
     const auto d = m.paired("gated", "plain", "w_final");
     REQUIRE(d.size() == 2);
     CHECK(d[1] == m.of("gated")[1]->metric("w_final") - m.of("plain")[1]->metric("w_final"));
+    const auto q = m.paired_by("gated", "plain", [](const RunResult& a, const RunResult& b) {
+      return a.metric("w_final") / b.metric("w_final");
+    });
+    REQUIRE(q.size() == 2);
+    CHECK(q[0] == m.of("gated")[0]->metric("w_final") / m.of("plain")[0]->metric("w_final"));
     CHECK(m.spread("plain", "w_final").n_finite == 2);
     CHECK(m.spread("plain", "w_final").mean == doctest::Approx((m.finals("plain", "w_final")[0] + m.finals("plain", "w_final")[1]) / 2));
     CHECK(m.diverged("plain") == 0);

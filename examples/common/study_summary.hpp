@@ -45,12 +45,9 @@ struct StudySummary {
   // tokens-1–15 ratio compared between two variants, say.
   std::vector<double> paired_ratio(const std::string& v, const std::string& ref, const std::string& num,
                                    const std::string& den) const {
-    std::vector<double> d;
-    for (const auto* x : m.of(v))
-      for (const auto* y : m.of(ref))
-        if (x->seed == y->seed && !x->diverged && !y->diverged)
-          d.push_back(x->metric(num) / x->metric(den) - y->metric(num) / y->metric(den));
-    return d;
+    return m.paired_by(v, ref, [&](const auto& x, const auto& y) {
+      return x.metric(num) / x.metric(den) - y.metric(num) / y.metric(den);
+    });
   }
   // ref's metric over the seeds v finished too, neither diverged: a variant run on fewer seeds than
   // the reference is set beside the reference's runs of those seeds.

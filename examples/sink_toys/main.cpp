@@ -245,10 +245,8 @@ std::string claims(const Study& S) {
     }
     if (!ref.empty() && S.has(p, ref)) {
       const auto d = S.of(p)->paired(v, ref, "qk_sigma1");
-      std::vector<double> ratio;
-      for (const auto* r : S.of(p)->of(v))
-        for (const auto* q : S.of(p)->of(ref))
-          if (r->seed == q->seed) ratio.push_back(r->metric("qk_sigma1") / q->metric("qk_sigma1"));
+      const std::vector<double> ratio = S.of(p)->paired_by(
+          v, ref, [](const auto& r, const auto& q) { return r.metric("qk_sigma1") / q.metric("qk_sigma1"); });
       const Spread rs = experiment::summarize(ratio);
       cl.push_back({"a spike in the singular values of W_Q W_Kᵀ with the sink (vs the never-NOP model)",
                     "Fig. 2B: a top singular value far above the no-sink model's", "σ₁ ratio " + rs.short_str(2) + " (" +

@@ -170,10 +170,9 @@ std::vector<ex::Claim> claims(const ex::Matrix& m, const std::vector<std::string
   // that rests on it (the drain). Paired per seed: the gated run's ratio over vanilla's.
   for (const std::string v : {"vga_values", "iga"}) {
     if (!has(order, v) || !has(order, "vanilla")) continue;
-    std::vector<double> fold;
-    for (const auto* r : m.of(v))
-      for (const auto* b : m.of("vanilla"))
-        if (r->seed == b->seed) fold.push_back(r->metric("grad_v_sink_ratio") / b->metric("grad_v_sink_ratio"));
+    const std::vector<double> fold = m.paired_by(v, "vanilla", [](const auto& r, const auto& b) {
+      return r.metric("grad_v_sink_ratio") / b.metric("grad_v_sink_ratio");
+    });
     if (fold.empty() || std::any_of(fold.begin(), fold.end(), [](double x) { return !std::isfinite(x); })) continue;
     const ex::Spread f = ex::summarize(fold);
     const bool all10 = std::all_of(fold.begin(), fold.end(), [](double x) { return x < 0.1; }),

@@ -239,10 +239,16 @@ class Matrix {
   // Per seed, metric(variant) − metric(ref): the paired comparison, over the seeds both finished
   // without diverging.
   std::vector<double> paired(const std::string& variant, const std::string& ref, const std::string& metric) const {
+    return paired_by(variant, ref, [&](const RunResult& a, const RunResult& b) { return a.metric(metric) - b.metric(metric); });
+  }
+  // Per seed, f(variant's run, ref's run) over the same seeds: a ratio, or a comparison of
+  // quantities each run derives from several metrics.
+  template <class F>
+  std::vector<double> paired_by(const std::string& variant, const std::string& ref, F&& f) const {
     std::vector<double> d;
     for (const auto* a : of(variant))
       for (const auto* b : of(ref))
-        if (a->seed == b->seed && !a->diverged && !b->diverged) d.push_back(a->metric(metric) - b->metric(metric));
+        if (a->seed == b->seed && !a->diverged && !b->diverged) d.push_back(f(*a, *b));
     return d;
   }
 
