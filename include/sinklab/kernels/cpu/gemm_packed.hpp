@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "sinklab/core/config.hpp"
 #include "sinklab/core/simd.hpp"
 #include "sinklab/core/storage.hpp"
 #include "sinklab/core/xsimd.hpp"
@@ -54,13 +55,13 @@ struct PackedGemm {
                    int64_t ncols) {
     // C's lines are fetched while the tile computes: a product's output is usually cold (a fresh
     // buffer, or one written megabytes ago), and the stores at the end would otherwise wait on memory.
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int r = 0; r < R; ++r)
       for (int64_t j = 0; j < ncols; j += 64 / static_cast<int64_t>(sizeof(T))) __builtin_prefetch(C + r * ldc + j, 1, 3);
     V acc[R][NV];
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+      SINKLAB_UNROLL(4)
       for (int v = 0; v < NV; ++v) acc[r][v] = V(T(0));
     for (int64_t k = 0; k < kc; ++k) {
       const T* b = Bp + k * NR;
@@ -75,7 +76,7 @@ struct PackedGemm {
         __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(a) +
                                                          static_cast<std::uintptr_t>(16 * sak) * sizeof(T)),
                            0, 3);
-#pragma GCC unroll 8
+      SINKLAB_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         const V ar(a[r * sai]);
         acc[r][0] = xsimd::fma(ar, b0, acc[r][0]);
@@ -86,9 +87,9 @@ struct PackedGemm {
     }
     const V va(alpha), vb(beta);
     if (ncols == NS) {
-#pragma GCC unroll 8
+      SINKLAB_UNROLL(8)
       for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+        SINKLAB_UNROLL(4)
         for (int v = 0; v < NV; ++v) {
           T* c = C + r * ldc + v * W;
           const V out = beta == T(0) ? acc[r][v] * va : xsimd::fma(vb, V::load_unaligned(c), acc[r][v] * va);

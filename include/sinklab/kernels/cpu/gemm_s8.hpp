@@ -45,6 +45,7 @@
 #include <memory>
 #include <vector>
 
+#include "sinklab/core/config.hpp"
 #include "sinklab/core/cpu_features.hpp"
 #include "sinklab/core/error.hpp"
 #include "sinklab/core/parallel.hpp"
@@ -186,12 +187,12 @@ template <int R>
 SINKLAB_TARGET_AVX2 void tile_avx2(int64_t kp, const uint32_t* Ap, const int16_t* Bp, const Out& out, int64_t r0,
                                    int64_t c0, int64_t ncols) {
   __m256i acc[R][2];
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
   for (int64_t p = 0; p < kp; ++p) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Bp + p * NR * 2));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Bp + p * NR * 2 + 16));
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const __m256i a = _mm256_set1_epi32(static_cast<int>(Ap[r * kp + p]));
       acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(a, b0));
@@ -260,13 +261,13 @@ template <int R>
 SINKLAB_TARGET_VNNI void tile_vnni(int64_t kq, const uint32_t* Ap, const int8_t* Bq, const int32_t* colsum, int32_t za,
                                    const Out& out, int64_t r0, int64_t c0, int64_t ncols) {
   __m512i acc[R][4];
-#pragma GCC unroll 8
+  SINKLAB_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_si512();
   for (int64_t p = 0; p < kq; ++p) {
     const int8_t* b = Bq + p * NQ * 4;
     const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64), b2 = _mm512_loadu_si512(b + 128),
                   b3 = _mm512_loadu_si512(b + 192);
-#pragma GCC unroll 8
+    SINKLAB_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const __m512i a = _mm512_set1_epi32(static_cast<int>(Ap[r * kq + p]));
       acc[r][0] = dpbusd(acc[r][0], a, b0);
