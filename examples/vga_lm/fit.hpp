@@ -1,6 +1,7 @@
 // examples/vga_lm: the models and one run — paired start (or the vanilla run's final weights for
 // the fine-tuning variants), training, the evaluations with W8A8 at the end. Included by
-// arch_encoder.cpp and arch_decoder.cpp, which instantiate it for their mask.
+// arch_encoder.cpp, arch_encoder_post.cpp and arch_decoder.cpp, which instantiate it for their
+// block layout and mask.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -22,13 +23,18 @@ namespace vga_lm {
 
 namespace fs = std::filesystem;
 
-using Block = nn::PreNorm<norm::LayerNorm>;
+using PreLN = nn::PreNorm<norm::LayerNorm>;
+using PostLN = nn::PostNorm<norm::LayerNorm>;  // --block post: BERT's layout
 template <class Score, class Gate, class Mask>
 using Attn = attn::Attention<Score, Gate, value::Identity, Mask>;
-template <class A, class Tok = tokens::None>
+template <class Block, class A, class Tok = tokens::None>
 using LM = nn::Transformer<Block, A, ffn::GeluMLP, pos::Learned, Tok>;
 using IgaGate = gate::FromInput<gate::per_head, gate::on_values>;
 using VgaGate = gate::FromValue<gate::per_head, gate::on_values>;
+// The per-query placements: the head's output at each query gated (VGA's App. B; Bondarenko et
+// al.'s gated attention is this form of IGA).
+using IgaOutputGate = gate::FromInput<gate::per_head, gate::on_output>;
+using VgaOutputGate = gate::FromValue<gate::per_head, gate::on_output>;
 
 // W_g = 0, no bias: σ(0) = 0.5 at init for IGA and VGA alike.
 constexpr gate::Init kGateInit{gate::WeightInit::Zero, 0.02, gate::BiasInit::None};
@@ -41,9 +47,13 @@ io::LogRow evaluate(Model& model, const EvalData& ev, const Settings& s, bool si
   row.emplace_back("val_ppl", std::exp(loss));
 
   probe::OutlierAccumulator acc;
-  double first = 0, extra = 0, gate_first = 0, gate_rest = 0;
+  double first = 0, extra = 0, gate_first = 0, gate_rest = 0, sep = 0, sep_share = 0;
   int64_t n_att = 0, n_gate_first = 0, n_gate_rest = 0;
+  // The largest |activation| of the probed module outputs by the token it sits on: [CLS]/BOS,
+  // [SEP] (with --sep), the words (Bondarenko et al. find BERT's outliers on [SEP] and '.').
+  double max_first = 0, max_sep = 0, max_word = 0;
   const int64_t offset = model.tokens.offset();
+  const bool causal = model.architecture().at("model") == "decoder";
   {
     autodiff::no_grad off;
     autodiff::Tape<float> tape;
@@ -54,6 +64,20 @@ io::LogRow evaluate(Model& model, const EvalData& ev, const Settings& s, bool si
       pr.attention = true;
       model.logits(tape, ev.validation[static_cast<std::size_t>(k)].x, &pr);
       probe::add_module_outputs(acc, pr);
+      const Tensor<int32_t>& ids = ev.validation[static_cast<std::size_t>(k)].x;  // [B, T]
+      auto is_sep = [&](int64_t b, int64_t j) { return s.sep && j > offset && ids(b, j - offset) == kSep; };
+      auto by_token = [&](const Tensor<float>& x) {  // [B, L, D]
+        for (int64_t b = 0; b < x.size(0); ++b)
+          for (int64_t j = offset; j < x.size(1); ++j) {
+            double m = 0;
+            for (int64_t d = 0; d < x.size(2); ++d) m = std::max(m, double(std::fabs(x(b, j, d))));
+            double& slot = j == offset ? max_first : is_sep(b, j) ? max_sep : max_word;
+            slot = std::max(slot, m);
+          }
+      };
+      by_token(pr.embeddings);
+      for (const auto& rec : pr.layers)
+        for (const Tensor<float>* x : {&rec.attn_out, &rec.mid, &rec.ffn_out, &rec.output}) by_token(*x);
       for (std::size_t l = 0; l < pr.layers.size(); ++l) {
         const auto& rec = pr.layers[l];
         const Tensor<float>& A = rec.attn.weights;  // [B, H, L, L], L = offset + T
@@ -62,6 +86,13 @@ io::LogRow evaluate(Model& model, const EvalData& ev, const Settings& s, bool si
           for (int64_t h = 0; h < H; ++h)
             for (int64_t i = offset + 1; i < L; ++i) {  // text queries after the first token
               first += A(b, h, i, offset);
+              if (s.sep) {  // attention on the [SEP] keys a query sees, and their share of those keys
+                int64_t n_sep = 0;
+                const int64_t end = causal ? i + 1 : L;
+                for (int64_t j = offset + 1; j < end; ++j)
+                  if (is_sep(b, j)) sep += A(b, h, i, j), ++n_sep;
+                sep_share += double(n_sep) / double(end);
+              }
               if (offset > 0) {
                 double r = 0;
                 for (int64_t j = 0; j < offset; ++j) r += A(b, h, i, j);
@@ -89,6 +120,11 @@ io::LogRow evaluate(Model& model, const EvalData& ev, const Settings& s, bool si
   row.emplace_back("avg_kurtosis", acc.avg_kurtosis());
   row.emplace_back("attn_first", n_att ? first / double(n_att) : NAN);
   row.emplace_back("attn_extra", n_att ? extra / double(n_att) : NAN);
+  row.emplace_back("attn_sep", s.sep && n_att ? sep / double(n_att) : NAN);
+  row.emplace_back("sep_share", s.sep && n_att ? sep_share / double(n_att) : NAN);
+  row.emplace_back("max_abs_first", max_first);
+  row.emplace_back("max_abs_sep", s.sep ? max_sep : NAN);
+  row.emplace_back("max_abs_word", max_word);
   row.emplace_back("gate_first", n_gate_first ? gate_first / double(n_gate_first) : 1.0);
   row.emplace_back("gate_rest", n_gate_rest ? gate_rest / double(n_gate_rest) : 1.0);
   // W8A8 at the final evaluation only (it is the slow part); NaN (null in metrics.jsonl) before,
@@ -116,6 +152,7 @@ inline std::string report(const io::LogRow& row) {
                         : k == "max_inf_norm"   ? "max|x|"
                         : k == "avg_kurtosis"   ? "kurt"
                         : k == "attn_first"     ? "attn0"
+                        : k == "attn_sep"       ? "attn[SEP]"
                         : k == "w8a8_delta_ppl" ? "W8A8 dppl"
                                                 : nullptr;
     if (!label || (v.kind() == io::LogValue::Kind::Real && std::isnan(v.real()))) continue;
@@ -126,12 +163,12 @@ inline std::string report(const io::LogRow& row) {
   return s;
 }
 
-template <class Mask>
-using VanillaOf = LM<Attn<score::Softmax, gate::None, Mask>>;
+template <class Block, class Mask>
+using VanillaOf = LM<Block, Attn<score::Softmax, gate::None, Mask>>;
 
-template <class Mask, class A, class Tok = tokens::None>
+template <class Block, class Mask, class A, class Tok = tokens::None>
 void fit(experiment::Run& run, const FamilyCtx& c) {
-  using Model = LM<A, Tok>;
+  using Model = LM<Block, A, Tok>;
   const Settings& s = *c.s;
   const bool retro = is_retrofit(run.variant());
   typename A::Policies pol;
@@ -142,7 +179,7 @@ void fit(experiment::Run& run, const FamilyCtx& c) {
   experiment::Pairing pairing;
   if (!retro) {
     Rng ref_rng(run.seed());
-    typename VanillaOf<Mask>::template Module<float> ref("", c.cfg, ref_rng);
+    typename VanillaOf<Block, Mask>::template Module<float> ref("", c.cfg, ref_rng);
     pairing = experiment::TensorBank::of(ref).apply(model);
   } else {
     const fs::path from = c.matrix->run_dir("vanilla", run.seed()) / "final.safetensors";
@@ -176,24 +213,26 @@ void fit(experiment::Run& run, const FamilyCtx& c) {
       [&](int64_t step) { return evaluate(model, c.ev, s, A::score_type::has_sink, step == steps); });
 }
 
-template <class Mask>
+template <class Block, class Mask>
 void run_variant(experiment::Run& run, const FamilyCtx& c) {
   const std::string& v = run.variant();
   using Sm = score::Softmax;
-  if (v == "vanilla" || v == "finetune") fit<Mask, Attn<Sm, gate::None, Mask>>(run, c);
-  else if (v == "register") fit<Mask, Attn<Sm, gate::None, Mask>, tokens::Registers>(run, c);
-  else if (v == "sink") fit<Mask, Attn<score::SoftmaxSink, gate::None, Mask>>(run, c);
-  else if (v == "iga") fit<Mask, Attn<Sm, IgaGate, Mask>>(run, c);
-  else if (v == "vga" || v == "retrofit_vga") fit<Mask, Attn<Sm, VgaGate, Mask>>(run, c);
+  if (v == "vanilla" || v == "finetune") fit<Block, Mask, Attn<Sm, gate::None, Mask>>(run, c);
+  else if (v == "register") fit<Block, Mask, Attn<Sm, gate::None, Mask>, tokens::Registers>(run, c);
+  else if (v == "sink") fit<Block, Mask, Attn<score::SoftmaxSink, gate::None, Mask>>(run, c);
+  else if (v == "iga") fit<Block, Mask, Attn<Sm, IgaGate, Mask>>(run, c);
+  else if (v == "vga" || v == "retrofit_vga") fit<Block, Mask, Attn<Sm, VgaGate, Mask>>(run, c);
+  else if (v == "iga_output") fit<Block, Mask, Attn<Sm, IgaOutputGate, Mask>>(run, c);
+  else if (v == "vga_output") fit<Block, Mask, Attn<Sm, VgaOutputGate, Mask>>(run, c);
   else sinklab::detail::fail("vga_lm: unknown variant '", v, "'");
 }
 
-template <class Mask>
+template <class Block, class Mask>
 Timing time_run(const FamilyCtx& c) {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   Rng rng(0), data(1);
-  typename VanillaOf<Mask>::template Module<float> model("", c.cfg, rng);
+  typename VanillaOf<Block, Mask>::template Module<float> model("", c.cfg, rng);
   auto params = nn::parameter_list<float>(model);
   optim::AdamW<float> opt(params, {.lr = c.s->lr});
   autodiff::Tape<float> tape;

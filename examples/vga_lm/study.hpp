@@ -1,8 +1,8 @@
 // examples/vga_lm: what its translation units share (the study itself is described at the top of
 // main.cpp). The models and one run's training and evaluation are in fit.hpp, instantiated once
-// per family by arch_encoder.cpp and arch_decoder.cpp (so the two compile in parallel and an
-// architecture edit recompiles one of them); main.cpp holds the command line, the matrix, the
-// tables, the claims and the figures.
+// per family and layout by arch_encoder.cpp, arch_encoder_post.cpp and arch_decoder.cpp (so they
+// compile in parallel and an architecture edit recompiles one of them); main.cpp holds the
+// command line, the matrix, the tables, the claims and the figures.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -21,7 +21,7 @@ namespace vga_lm {
 using namespace sinklab;
 using experiment::Json;
 
-inline const std::vector<std::string> kPretrain = {"vanilla", "register", "sink", "iga", "vga"};
+inline const std::vector<std::string> kPretrain = {"vanilla", "register", "sink", "iga", "vga", "iga_output", "vga_output"};
 inline const std::vector<std::string> kRetrofit = {"finetune", "retrofit_vga"};
 inline std::vector<std::string> all_variants() {
   std::vector<std::string> v = kPretrain;
@@ -30,13 +30,17 @@ inline std::vector<std::string> all_variants() {
 }
 inline bool is_retrofit(const std::string& v) { return std::find(kRetrofit.begin(), kRetrofit.end(), v) != kRetrofit.end(); }
 
-constexpr int32_t kFirst = 0, kMask = 1, kSpecials = 2;  // [CLS]/BOS, [MASK]; word ids start at 2 (<unk>)
+// [CLS]/BOS, [MASK], and with --sep a [SEP] after every sentence; the words (<unk> first) follow.
+// Without --sep there are two specials, as before [SEP] existed, so those runs are unchanged.
+constexpr int32_t kFirst = 0, kMask = 1, kSep = 2;
 
 struct Settings {
   std::string family = "both";
   std::vector<std::string> variants = all_variants();
+  std::string block = "pre";  // pre | post (the encoder only: BERT's post-LN layout)
+  bool sep = false;           // a [SEP] token after every sentence (never masked, never a target)
   // Defaults: ~0.1 s per step on 2 cores (measured 0.103 s), so one 1500-step run takes ~2.7 min with its
-  // evaluations and the full matrix (2 families x 5 variants x 3 seeds + 12 short retrofits) ~1.5 h.
+  // evaluations and the full matrix (2 families x 7 variants x 3 seeds + 12 short retrofits) ~2 h.
   int64_t d_model = 128, layers = 4, heads = 4, seq_len = 64, batch = 16, vocab = 4096, registers = 4;
   double lr = 3e-3, weight_decay = 0.1, beta2 = 0.98, warmup = 0.05, clip = 1.0, min_lr_ratio = 0.1;
   double retrofit_fraction = 0.05, retrofit_lr = 1e-3;
@@ -50,8 +54,11 @@ struct Settings {
   bool smoke = false, plots = true;
 };
 
+inline int32_t specials(const Settings& s) { return s.sep ? 3 : 2; }
+
 inline Json settings_json(const Settings& s, const std::string& family, const std::string& text_source) {
-  return Json{{"family", family},         {"d_model", s.d_model},
+  return Json{{"family", family},         {"block", s.block}, {"sep", s.sep},
+              {"d_model", s.d_model},
               {"layers", s.layers},       {"heads", s.heads},
               {"seq_len", s.seq_len},     {"batch", s.batch},
               {"vocab", s.vocab},         {"registers", s.registers},
@@ -68,14 +75,15 @@ inline Json settings_json(const Settings& s, const std::string& family, const st
 }
 
 // The corpus: --text, the built-in smoke sentences or --corpus (examples/common/sentences.hpp), split
-// and tokenised by data::make_word_lm; windows start with kFirst.
+// and tokenised by data::make_word_lm (with --sep, kSep after every sentence); windows start with kFirst.
 struct Corpus : data::WordLmCorpus {
   std::string source;
 };
 
 inline Corpus load_corpus(const Settings& s) {
   const examples::Sentences text = examples::load_corpus("vga_lm", s.corpus, s.text_file, s.brown_dir, s.smoke);
-  Corpus c{data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = kSpecials}), text.source};
+  Corpus c{data::make_word_lm(text.lines, {.vocab = s.vocab, .specials = specials(s), .sentence_end = s.sep ? kSep : -1}),
+           text.source};
   return c;
 }
 
@@ -125,11 +133,14 @@ struct Timing {
   }
 };
 
-// Per family (arch_encoder.cpp: bidirectional, arch_decoder.cpp: causal): one run of any
-// variant, the measured cost of a run, and the vanilla model's parameter count.
+// Per family (arch_encoder.cpp: bidirectional, pre- or post-norm by --block, the latter in
+// arch_encoder_post.cpp; arch_decoder.cpp: causal): one run of any variant, the measured cost of a
+// run, and the vanilla model's parameter count.
 void run_encoder(experiment::Run& run, const FamilyCtx& c);
+void run_encoder_post_norm(experiment::Run& run, const FamilyCtx& c);
 void run_decoder(experiment::Run& run, const FamilyCtx& c);
 Timing time_encoder(const FamilyCtx& c);
+Timing time_encoder_post_norm(const FamilyCtx& c);
 Timing time_decoder(const FamilyCtx& c);
 int64_t vanilla_parameters(const FamilyCtx& c);
 
