@@ -122,4 +122,6 @@ TEST_CASE("masked_lm: bad options and ids are refused with the reason") {
   CHECK_THROWS_WITH_AS(data::mask_tokens(ids, rng, {.mask_id = 0, .vocab = 5}), doctest::Contains("outside"), Error);
   CHECK_THROWS_WITH_AS(data::mask_tokens(ids, rng, {.mask_id = 0, .vocab = 10, .first_maskable = 8}),
                        doctest::Contains("no maskable"), Error);
+  CHECK_THROWS_WITH_AS(data::mask_tokens(ids, rng, {.mask_id = 0, .vocab = 10, .first_selectable_id = 10}),
+                       doctest::Contains("first_selectable_id 10 must be in [0, 10)"), Error);
 }

@@ -45,6 +45,8 @@ inline void check_masked_lm_options(const MaskedLmOptions& o) {
   SINKLAB_CHECK(o.mask >= 0 && o.random >= 0 && o.mask + o.random <= 1, "data::mask_tokens: mask ", o.mask,
                 " and random ", o.random, " must be >= 0 with mask + random <= 1");
   SINKLAB_CHECK(o.first_maskable >= 0, "data::mask_tokens: first_maskable ", o.first_maskable, " must be >= 0");
+  SINKLAB_CHECK(o.first_selectable_id >= 0 && o.first_selectable_id < o.vocab, "data::mask_tokens: first_selectable_id ",
+                o.first_selectable_id, " must be in [0, ", o.vocab, ")");
   SINKLAB_CHECK(o.ignore_index < 0 || o.ignore_index >= o.vocab, "data::mask_tokens: ignore_index ", o.ignore_index,
                 " collides with a token id of [0, ", o.vocab, ")");
 }
