@@ -34,6 +34,7 @@
 
 #include "../common/sentences.hpp"
 #include "../common/error_line.hpp"
+#include "../common/seed_rule.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
@@ -240,7 +241,7 @@ std::string claims(const Summary& S) {
   using experiment::Claim;
   using experiment::Verdict;
   std::vector<Claim> cl;
-  auto every = [](const std::vector<double>& d, auto pred) { return !d.empty() && std::all_of(d.begin(), d.end(), pred); };
+  using examples::every_seed;
   auto below = [](double x) { return x < 0; };
 
   // A paired difference of the loss decides an ordering: below zero in every seed and outside the
@@ -319,7 +320,7 @@ std::string claims(const Summary& S) {
       cl.push_back({"sink: " + v + " ≪ base", fixed(kPaper.at(v).sink, 4) + " (" + fixed(100 * pratio, 1) + "% of base)",
                     S.spread(v, "sink").short_str() + " (" + fixed(100 * ratio, 0) + "% of base)",
                     !formed                          ? Verdict::Untestable
-                    : every(d, below) && ratio < 0.25 ? Verdict::Reproduced
+                    : every_seed(d, below) && ratio < 0.25 ? Verdict::Reproduced
                     : ratio < 0.75                    ? Verdict::Partly
                                                       : Verdict::Not,
                     "below the base in every seed and under a quarter of it: reproduced; under three quarters: partly "
@@ -330,7 +331,7 @@ std::string claims(const Summary& S) {
   for (const std::string v : {"exoformer", "exoformer_dyn"}) {
     if (!S.has(v) || !S.has("base")) continue;
     const auto ds = S.paired(v, "base", "token_sim"), dp = S.paired(v, "base", "pca");
-    const bool sim = every(ds, [](double x) { return x > 0; }), pca = every(dp, below);
+    const bool sim = every_seed(ds, [](double x) { return x > 0; }), pca = every_seed(dp, below);
     const auto p = kPaper.at(v), b = kPaper.at("base");
     cl.push_back({v + ": representation collapse (token similarity up, PCA core features down vs base)",
                   "sim " + fixed(p.sim, 2) + " vs " + fixed(b.sim, 2) + "; PCA " + fixed(p.pca, 0) + " vs " + fixed(b.pca, 0),

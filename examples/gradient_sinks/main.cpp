@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../common/error_line.hpp"
+#include "../common/seed_rule.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
@@ -145,7 +146,7 @@ std::string claims(const Summary& S) {
   using experiment::Claim;
   using experiment::Verdict;
   std::vector<Claim> cl;
-  auto every = [](const std::vector<double>& d, auto pred) { return !d.empty() && std::all_of(d.begin(), d.end(), pred); };
+  using examples::every_seed;
   if (!S.has("vanilla")) return {};
   // The precondition of every claim: the vanilla model has a sink at token 0.
   const Spread rate = S.spread("vanilla", "sink_rate");
@@ -169,12 +170,12 @@ std::string claims(const Summary& S) {
       const auto c = S.ratio(v, "gv0", "gv_early");
       std::vector<double> d;
       for (std::size_t i = 0; i < std::min(r.size(), c.size()); ++i) d.push_back(r[i] - c[i]);
-      above_all &= every(d, [](double x) { return x > 0; });
+      above_all &= every_seed(d, [](double x) { return x > 0; });
       ++contrasts;
       contrast += "; " + v + " " + experiment::summarize(c).short_str(2);
     }
     if (S.has("vscale")) contrast += "; vscale " + S.ratio_spread("vscale", "gv0", "gv_early").short_str(2);
-    const bool spike = every(r, [](double x) { return x > 2; });
+    const bool spike = every_seed(r, [](double x) { return x > 2; });
     cl.push_back({"under a causal mask ∇v concentrates on the sink token", "Fig. 2: a spike of ‖∇v_t‖ at the sink position",
                   "‖∇v‖ token 0 / tokens 1–15: vanilla " + sp.short_str(2) + contrast,
                   gated(spike && contrasts > 0 && above_all ? Verdict::Reproduced
@@ -189,7 +190,7 @@ std::string claims(const Summary& S) {
     const auto r = S.ratio("vanilla", "gq0", "gq_early");
     cl.push_back({"under a causal mask the query gradient at token 0 is exactly zero", "§3.1, Fig. 2: ‖∇q_0‖ = 0",
                   "‖∇q‖ token 0 / tokens 1–15: vanilla " + experiment::summarize(r).short_str(6),
-                  every(r, [](double x) { return std::abs(x) < 1e-4; }) ? Verdict::Reproduced : Verdict::Not,
+                  every_seed(r, [](double x) { return std::abs(x) < 1e-4; }) ? Verdict::Reproduced : Verdict::Not,
                   "ratio below 1e-4 (zero up to fp32 rounding) in every seed: reproduced"});
   }
   // 1c. The spike is larger on the value path than on the key path (both aggregate over the
@@ -202,7 +203,7 @@ std::string claims(const Summary& S) {
                   "Fig. 2: ∇v spike substantially larger than ∇k",
                   "token 0 / tokens 1–15: ‖∇v‖ " + experiment::summarize(v).short_str(2) + ", ‖∇k‖ " +
                       experiment::summarize(k).short_str(2),
-                  gated(every(d, [](double x) { return x > 0; }) ? Verdict::Reproduced : Verdict::Not),
+                  gated(every_seed(d, [](double x) { return x > 0; }) ? Verdict::Reproduced : Verdict::Not),
                   "the ∇v ratio above the ∇k ratio in every seed: reproduced"});
   }
   // 2. RMSNorm scales its backward pass by 1/rms(h): log Compress falls with slope ≈ −1 in
@@ -233,9 +234,9 @@ std::string claims(const Summary& S) {
     std::vector<double> slopes;
     for (const auto* x : S.m.of("vanilla"))
       if (!x->diverged) slopes.push_back(x->metric("attn_compress_slope")), slopes.push_back(x->metric("ffn_compress_slope"));
-    const bool near_one = every(slopes, [](double x) { return x > -1.25 && x < -0.75; });
+    const bool near_one = every_seed(slopes, [](double x) { return x > -1.25 && x < -0.75; });
     const double mean_slope = experiment::summarize(slopes).mean;
-    const bool damped = large0 && every(comp, [](double x) { return x < 0.5; });
+    const bool damped = large0 && every_seed(comp, [](double x) { return x < 0.5; });
     cl.push_back({"RMSNorm attenuates the backward pass ∝ 1/rms, so a large activation at token 0 damps its gradient",
                   "Fig. 3: log Compress falls about linearly with slope ≈ −1 in log ‖h_in‖; token 0's large-norm "
                   "points have the smallest Compress",
@@ -273,7 +274,7 @@ std::string claims(const Summary& S) {
                       w.short_str(3) + " (Change layer 1: attention " +
                       S.spread("vanilla", Matrix::layer_metric(0, "attn_change0")).short_str(2) + ", MLP " +
                       S.spread("vanilla", Matrix::layer_metric(0, "ffn_change0")).short_str(2) + ")",
-                  every(worst, [](double x) { return x < 0.3; }) ? Verdict::Reproduced
+                  every_seed(worst, [](double x) { return x < 0.3; }) ? Verdict::Reproduced
                   : w.mean < 0.5                                 ? Verdict::Partly
                                                                  : Verdict::Not,
                   "below 0.3 (Change within 0.5–2) in every seed: reproduced; mean below 0.5: partly"});
@@ -294,7 +295,7 @@ std::string claims(const Summary& S) {
     const auto bffn = S.ratio("vanilla", "ffn_out0", "ffn_out_early");
     const auto dres_ratio = S.paired_ratio("vscale", "vanilla", "res0", "res_early");
     const auto dffn_ratio = S.paired_ratio("vscale", "vanilla", "ffn_out0", "ffn_out_early");
-    auto below = [&](const std::vector<double>& d) { return every(d, [](double x) { return x < 0; }); };
+    auto below = [&](const std::vector<double>& d) { return every_seed(d, [](double x) { return x < 0; }); };
     const bool lower_abs = below(dres) && below(dffn), lower_ratio = below(dres_ratio) && below(dffn_ratio);
     cl.push_back({"V-scale lowers token 0's MLP and residual norms",
                   "Fig. 5: token-0 MLP output and residual norms lower, the MLP most",
@@ -312,7 +313,7 @@ std::string claims(const Summary& S) {
     const Spread dls = experiment::summarize(dl);
     cl.push_back({"V-scale trains as well as the baseline", "§5.2: slightly lower validation loss",
                   "Δ val loss vs vanilla (paired) " + dls.short_str(),
-                  every(dl, [](double x) { return x <= 0; }) ? Verdict::Reproduced
+                  every_seed(dl, [](double x) { return x <= 0; }) ? Verdict::Reproduced
                   : dls.n_finite > 0 && dls.mean <= 0.01     ? Verdict::Partly
                                                              : Verdict::Not,
                   "lower in every seed: reproduced; within +0.01 in the mean: partly"});

@@ -30,6 +30,7 @@
 
 #include "../common/cli_checks.hpp"
 #include "../common/error_line.hpp"
+#include "../common/seed_rule.hpp"
 #include "../common/optim_flags.hpp"
 #include "sinklab/core/parallel.hpp"
 #include "sinklab/io/files.hpp"
@@ -198,9 +199,7 @@ std::string claims(const Study& S) {
   using experiment::Claim;
   using experiment::Verdict;
   std::vector<Claim> cl;
-  auto every = [](const std::vector<double>& d, auto pred) {
-    return !d.empty() && std::all_of(d.begin(), d.end(), pred);
-  };
+  using examples::every_seed;
   auto finals = [&](Part p, const std::string& v, const std::string& k) { return S.of(p)->finals(v, k); };
   const double uniform = 1.0 / double(S.s.seq_len);
 
@@ -211,7 +210,7 @@ std::string claims(const Study& S) {
     const std::string where = p == Part::Nop ? " (setup a: null token, loss on ΔO)" : " (setup b: loss on O = z + ΔO)";
     const auto a = finals(p, v, "attn0_nop");
     const Spread as = experiment::summarize(a);
-    const bool formed = every(a, [](double x) { return x > 0.5; });
+    const bool formed = every_seed(a, [](double x) { return x > 0.5; });
     cl.push_back({"a NOP sink forms: queries that need no update attend to token 0" + where,
                   "Fig. 1/3A: near-one attention to the sink (authors' notebook: 0.993)", as.short_str(),
                   formed ? Verdict::Reproduced : as.mean > 0.3 ? Verdict::Partly : Verdict::Not,
@@ -220,7 +219,7 @@ std::string claims(const Study& S) {
     cl.push_back({"the NOP sink's value is ≈ 0: ‖W_O v_s‖ / mean ‖W_O v_j‖ < 0.2" + where,
                   "Fig. 2A: near-zero sink value (authors' notebook: 0.008)", vr.short_str(),
                   !as.n_finite || as.mean < 0.3 ? Verdict::Untestable
-                  : every(finals(p, v, "vratio"), [](double x) { return x < 0.2; }) ? Verdict::Reproduced
+                  : every_seed(finals(p, v, "vratio"), [](double x) { return x < 0.2; }) ? Verdict::Reproduced
                   : vr.mean < 0.5                                                   ? Verdict::Partly
                                                                                     : Verdict::Not,
                   "< 0.2 in every seed: reproduced; mean < 0.5: partly; untestable without a sink"});
@@ -231,14 +230,14 @@ std::string claims(const Study& S) {
       std::vector<double> dz, rr;
       for (std::size_t i = 0; i < base.size(); ++i) dz.push_back(zeroed[i] / base[i] - 1), rr.push_back(restored[i] / base[i]);
       const Spread z = experiment::summarize(dz), r = experiment::summarize(rr);
-      const bool none = every(dz, [](double x) { return std::abs(x) < 0.05; });
+      const bool none = every_seed(dz, [](double x) { return std::abs(x) < 0.05; });
       cl.push_back({"the sink is a no-op through its value: zeroing v_s leaves the loss, giving v_s the other tokens' norm "
                     "raises it" + where,
                     "§3: routing to a near-zero value is a no-op (read from the norm; the paper does not edit the value)",
                     "zeroed: relative Δ mse " + z.short_str(3) + "; restored norm: mse × " + r.short_str(1),
                     !formed                                                 ? Verdict::Untestable
-                    : none && every(rr, [](double x) { return x > 2; })    ? Verdict::Reproduced
-                    : none && every(rr, [](double x) { return x > 1.1; })  ? Verdict::Partly
+                    : none && every_seed(rr, [](double x) { return x > 2; })    ? Verdict::Reproduced
+                    : none && every_seed(rr, [](double x) { return x > 1.1; })  ? Verdict::Partly
                                                                             : Verdict::Not,
                     "per seed, |Δ| < 5% when zeroed and more than 2× when restored: reproduced; restored above 1.1×: "
                     "partly; untestable without a sink"});
@@ -251,8 +250,8 @@ std::string claims(const Study& S) {
       cl.push_back({"a spike in the singular values of W_Q W_Kᵀ with the sink (vs the never-NOP model)",
                     "Fig. 2B: a top singular value far above the no-sink model's", "σ₁ ratio " + rs.short_str(2) + " (" +
                         fixed(S.mean(p, v, "qk_sigma1"), 1) + " vs " + fixed(S.mean(p, ref, "qk_sigma1"), 1) + ")",
-                    every(ratio, [](double x) { return x > 2; })     ? Verdict::Reproduced
-                    : every(ratio, [](double x) { return x > 1.2; }) ? Verdict::Partly
+                    every_seed(ratio, [](double x) { return x > 2; })     ? Verdict::Reproduced
+                    : every_seed(ratio, [](double x) { return x > 1.2; }) ? Verdict::Partly
                                                                      : Verdict::Not,
                     "σ₁ more than 2× the baseline's in every seed: reproduced; > 1.2×: partly"});
     }
@@ -279,7 +278,7 @@ std::string claims(const Study& S) {
       const Spread sp = experiment::summarize(a);
       cl.push_back({"γ = 0.1 is enough damping to form the sink", "§4: \"γ = 0.1 is sufficient\" (the authors' stored "
                     "sweep shows none at 0.1)", sp.short_str(),
-                    every(a, [](double x) { return x > 0.5; }) ? Verdict::Reproduced : sp.mean > 0.3 ? Verdict::Partly : Verdict::Not,
+                    every_seed(a, [](double x) { return x > 0.5; }) ? Verdict::Reproduced : sp.mean > 0.3 ? Verdict::Partly : Verdict::Not,
                     "attention of NOP queries to token 0 > 0.5 in every seed: reproduced; mean > 0.3: partly"});
     }
   }
@@ -321,7 +320,7 @@ std::string claims(const Study& S) {
                   g.short_str() + " gated vs " + b.short_str() + " ungated (gate mean " +
                       fixed(S.mean(p, v, "gate"), 2) + ")",
                   !base_sink                                                    ? Verdict::Untestable
-                  : every(S.of(p)->finals(v, "attn0_nop"), [&](double x) { return x < 0.5 * b.mean; }) ? Verdict::Reproduced
+                  : every_seed(S.of(p)->finals(v, "attn0_nop"), [&](double x) { return x < 0.5 * b.mean; }) ? Verdict::Reproduced
                   : g.mean < b.mean - 0.1                                       ? Verdict::Partly
                                                                                 : Verdict::Not,
                   "gated attention to token 0 below half the ungated model's in every seed: reproduced; lower by 0.1: "

@@ -79,6 +79,7 @@
 
 #include "../common/cli_checks.hpp"
 #include "../common/error_line.hpp"
+#include "../common/seed_rule.hpp"
 #include "../common/lm_flags.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/sink_preset.hpp"
@@ -248,8 +249,9 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     return experiment::summarize(x);
   };
   if (has("vanilla")) {
-    const bool sink = specials_attention("vanilla").mean >= kSinkAttention;
-    const std::string where = s.sep ? "attn→[CLS] + [SEP] " + specials_attention("vanilla").short_str(3)
+    const experiment::Spread special = specials_attention("vanilla");
+    const bool sink = special.mean >= kSinkAttention;
+    const std::string where = s.sep ? "attn→[CLS] + [SEP] " + special.short_str(3)
                                     : "attn→first " + sp("vanilla", "attn_first").short_str(3);
     cl.push_back({std::string("Vanilla develops the pathology: a sink on the ") + (s.sep ? "special tokens" : "first token") +
                       " and outlier activations",
@@ -268,9 +270,7 @@ FamilyOut summarize_family(const experiment::Matrix& m, bool encoder, const Sett
     return m.paired_by(a, b, [&](const auto& x, const auto& y) { return x.metric(metric) / y.metric(metric); });
   };
   // Every seed, and at least two (one seed decides nothing).
-  auto all_of = [](const std::vector<double>& r, auto pred) {
-    return r.size() >= 2 && std::all_of(r.begin(), r.end(), pred);
-  };
+  auto all_of = [](const std::vector<double>& r, auto pred) { return examples::every_seed(r, pred, 2); };
   // a against b on a metric, judged seed by seed: every seed's ratio at or past `full` reproduced;
   // every seed past `partial` with a clear paired difference in the claimed direction partly; a
   // clear difference the other way not reproduced; anything else (a tie inside the seed spread)

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../common/error_line.hpp"
+#include "../common/seed_rule.hpp"
 #include "../common/optim_flags.hpp"
 #include "../common/study_summary.hpp"
 #include "sinklab/core/parallel.hpp"
@@ -206,7 +207,7 @@ std::string claims(const Summary& S) {
   using experiment::Claim;
   using experiment::Verdict;
   std::vector<Claim> cl;
-  auto every = [](const std::vector<double>& d, auto pred) { return !d.empty() && std::all_of(d.begin(), d.end(), pred); };
+  using examples::every_seed;
 
   // 1. Gating removes NOP sinks. A NOP layer of the vanilla model: sink score above 3/S (three
   //    times uniform) with the value ratio at the inflow token below 0.2 (means over seeds).
@@ -255,7 +256,7 @@ std::string claims(const Summary& S) {
       for (auto l : nop) vr += S.mean(v, experiment::Matrix::layer_metric(l, "vratio")) / double(nop.size());
       cl.push_back({"gating removes NOP sinks (" + v + ")", "NOP sinks (value ratio < 0.2) gone with the gate (§5, Fig. 6)",
                     "NOP layers " + layers + ": sink score " + rs.short_str(2) + "× vanilla's; value ratio there " + fixed(vr, 2),
-                    every(ratio, [](double x) { return x < 0.5; }) ? Verdict::Reproduced
+                    every_seed(ratio, [](double x) { return x < 0.5; }) ? Verdict::Reproduced
                     : rs.mean < 0.8                                 ? Verdict::Partly
                                                                     : Verdict::Not,
                     "NOP layer: vanilla sink score > 3/S and value ratio < 0.2; sink score over those layers below half "
@@ -299,7 +300,7 @@ std::string claims(const Summary& S) {
                       ", strongest hub layer: peak column mass " + fixed(hub) + " (3/S = " + fixed(hub_level) + ")" +
                       no_sink,
                   !has_sink                                   ? Verdict::Untestable
-                  : every(f, [](double x) { return x > 0.5; }) ? Verdict::Reproduced
+                  : every_seed(f, [](double x) { return x > 0.5; }) ? Verdict::Reproduced
                   : sp.mean > 2 * chance                      ? Verdict::Partly
                                                               : Verdict::Not,
                   "testable only if vanilla has a sink (some layer's sink score > 3/S) and a hub (some layer's "
@@ -383,7 +384,7 @@ std::string claims(const Summary& S) {
       const auto d = S.m.paired("gated_registers", v, "dense_miou");
       if (d.empty()) continue;
       ++others;
-      all_seeds &= every(d, [](double x) { return x > 0; });
+      all_seeds &= every_seed(d, [](double x) { return x > 0; });
       in_mean &= experiment::summarize(d).mean > 0;
       ours += "; Δ vs " + v + " " + experiment::summarize(d).short_str();
     }
